@@ -1,0 +1,100 @@
+/**
+ * Compiles the Solidity sources in contracts/ with the pinned solc-js and writes
+ * contracts/artifacts/<Name>.json = {abi, bytecode}. The output is byte-for-byte reproducible,
+ * so test/chain/artifacts.test.ts can recompile and fail when the committed artifacts drift.
+ *
+ * Usage: npm run build:contracts
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, normalize, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import solc from "solc";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** A rebuild with another compiler would silently change the bytecode; refuse instead. */
+export const SOLC_VERSION = "0.8.37";
+
+/** The contracts that get an artifact, by source unit (relative to the repository root). */
+export const CONTRACT_SOURCES = {
+  SponsorPaymaster: "contracts/SponsorPaymaster.sol",
+  GameItems: "contracts/test/GameItems.sol",
+} as const;
+
+export type ContractName = keyof typeof CONTRACT_SOURCES;
+
+export interface Artifact {
+  abi: unknown[];
+  bytecode: `0x${string}`;
+}
+
+export const ARTIFACTS_DIR = join(ROOT, "contracts", "artifacts");
+
+const compilerSettings = {
+  // Cancun is the newest fork Sonic and the other target chains all run; anvil runs it too.
+  evmVersion: "cancun",
+  optimizer: { enabled: true, runs: 10_000 },
+  outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } },
+};
+
+/** Import paths are source unit names: first the repository, then node_modules packages. */
+function readImport(unitName: string): { contents: string } | { error: string } {
+  const clean = normalize(unitName);
+  if (clean.startsWith("..")) return { error: `import outside the repository: ${unitName}` };
+  for (const base of [ROOT, join(ROOT, "node_modules")]) {
+    const path = join(base, clean);
+    if (existsSync(path)) return { contents: readFileSync(path, "utf8") };
+  }
+  return { error: `not found: ${unitName}` };
+}
+
+interface SolcOutput {
+  errors?: { severity: string; formattedMessage: string }[];
+  contracts: Record<string, Record<string, { abi: unknown[]; evm: { bytecode: { object: string } } }>>;
+}
+
+/** Compiles every contract in CONTRACT_SOURCES and returns the artifacts without writing them. */
+export function compileContracts(): Record<ContractName, Artifact> {
+  const version: string = solc.version();
+  if (!version.startsWith(`${SOLC_VERSION}+`)) {
+    throw new Error(`expected solc ${SOLC_VERSION}, found ${version}`);
+  }
+  const sources = Object.fromEntries(
+    Object.values(CONTRACT_SOURCES).map((unit) => [
+      unit,
+      { content: readFileSync(join(ROOT, unit), "utf8") },
+    ]),
+  );
+  const input = { language: "Solidity", sources, settings: compilerSettings };
+  const output: SolcOutput = JSON.parse(solc.compile(JSON.stringify(input), { import: readImport }));
+
+  const errors = (output.errors ?? []).filter((e) => e.severity === "error");
+  if (errors.length > 0) throw new Error(errors.map((e) => e.formattedMessage).join("\n"));
+
+  const artifacts = {} as Record<ContractName, Artifact>;
+  for (const [name, unit] of Object.entries(CONTRACT_SOURCES) as [ContractName, string][]) {
+    const compiled = output.contracts[unit]?.[name];
+    if (!compiled) throw new Error(`solc produced no output for ${name}`);
+    artifacts[name] = { abi: compiled.abi, bytecode: `0x${compiled.evm.bytecode.object}` };
+  }
+  return artifacts;
+}
+
+/** The exact bytes written to disk: two-space JSON with a trailing newline. */
+export function serializeArtifact(artifact: Artifact): string {
+  return `${JSON.stringify({ abi: artifact.abi, bytecode: artifact.bytecode }, null, 2)}\n`;
+}
+
+export function artifactPath(name: ContractName): string {
+  return join(ARTIFACTS_DIR, `${name}.json`);
+}
+
+function main(): void {
+  const artifacts = compileContracts();
+  for (const [name, artifact] of Object.entries(artifacts) as [ContractName, Artifact][]) {
+    writeFileSync(artifactPath(name), serializeArtifact(artifact));
+    console.log(`wrote ${artifactPath(name)} (${(artifact.bytecode.length - 2) / 2} bytes of init code)`);
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) main();
