@@ -1,0 +1,216 @@
+/**
+ * Deploys the whole sponsorship stack on a local chain: the canonical EntryPoint v0.7,
+ * SimpleAccountFactory, SponsorPaymaster (funded and staked) and the GameItems test contract.
+ * Used by the chain tests and `npm run demo`.
+ */
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import {
+  type Abi,
+  type Address,
+  concatHex,
+  getAddress,
+  getContractAddress,
+  type Hex,
+  parseAbi,
+  parseEther,
+  type TransactionReceipt,
+} from "viem";
+import { entryPoint07Address } from "viem/account-abstraction";
+import type { PaymasterGasLimits } from "../sponsor/paymaster-data.ts";
+import type { DevChain, DevWalletClient } from "./anvil.ts";
+
+export const ENTRY_POINT_V07_ADDRESS: Address = entryPoint07Address;
+
+/** The keyless deterministic deployer (Arachnid) that anvil ships at genesis. */
+export const CREATE2_DEPLOYER_ADDRESS: Address = "0x4e59b44847b379578588920ca78fbf26c0b4956c";
+
+/** The salt the EntryPoint v0.7 release was deployed with on every public chain. */
+export const ENTRY_POINT_V07_SALT: Hex = "0x90d8084deab30c2a37c45e8d47f49f2f7965183cb6990a98943ef94940681de3";
+
+/**
+ * The subset of SponsorPaymaster's ABI the TypeScript side uses, typed for viem.
+ * test/chain/artifacts.test.ts checks that every item matches the compiled contract.
+ */
+export const sponsorPaymasterAbi = parseAbi([
+  "function signer() view returns (address)",
+  "function setSigner(address newSigner)",
+  "function owner() view returns (address)",
+  "function entryPoint() view returns (address)",
+  "function getHash(address sender, address target, bytes4 selector, uint256 maxGasCost, uint48 validUntil, uint48 validAfter, bytes32 authId) view returns (bytes32)",
+  "function usedAuthIds(bytes32 authId) view returns (bool)",
+  "function deposit() payable",
+  "function getDeposit() view returns (uint256)",
+  "function addStake(uint32 unstakeDelaySec) payable",
+  "event Sponsored(bytes32 indexed authId, bytes32 indexed userOpHash, address indexed sender, uint256 actualGasCost)",
+  "event SignerChanged(address indexed previousSigner, address indexed newSigner)",
+  "error ZeroSigner()",
+  "error MalformedPaymasterData(uint256 length)",
+  "error InvalidWindow(uint48 validAfter, uint48 validUntil)",
+  "error GasCostAboveSponsorship(uint256 maxCost, uint256 maxGasCost)",
+  "error AuthorizationUsed(bytes32 authId)",
+  "error NotExecuteCall()",
+  "error MalformedCallData()",
+  "error MissingSelector()",
+]);
+
+/**
+ * Gas limits for the paymaster's two calls, to put in paymasterAndData.
+ *
+ * Measured on anvil (Prague rules, solc 0.8.37, optimizer 10,000 runs) by searching for the
+ * smallest limit the EntryPoint accepts: validation needs 46,065 gas as the EntryPoint counts
+ * it (35,906 inside the call, the rest is the EntryPoint encoding the operation for the call;
+ * a fresh authId costs a 22,100-gas cold SSTORE), and postOp needs 3,103. Validation gets about
+ * 30% headroom for larger callData. postOp gets a wider margin although unused postOp gas is
+ * charged a 10% penalty: running out there reverts the user's call, and 10% of ~7,000 gas is small.
+ */
+export const SPONSOR_PAYMASTER_GAS_LIMITS: PaymasterGasLimits = {
+  verificationGasLimit: 60_000n,
+  postOpGasLimit: 10_000n,
+};
+
+export const gameItemsAbi = parseAbi([
+  "function mint(uint256 itemId)",
+  "function fail() pure",
+  "function itemsOf(address player, uint256 itemId) view returns (uint256)",
+  "event ItemMinted(address indexed player, uint256 indexed itemId, uint256 newCount)",
+  "error AlwaysFails()",
+]);
+
+export interface CompiledArtifact {
+  abi: Abi;
+  bytecode: Hex;
+}
+
+/** An artifact built by `npm run build:contracts` (contracts/artifacts/<name>.json). */
+export function localArtifact(name: "SponsorPaymaster" | "GameItems"): CompiledArtifact {
+  const url = new URL(`../../contracts/artifacts/${name}.json`, import.meta.url);
+  return JSON.parse(readFileSync(url, "utf8"));
+}
+
+/** An artifact shipped by @account-abstraction/contracts 0.7.0 (the audited release build). */
+export function accountAbstractionArtifact(
+  name: "EntryPoint" | "SimpleAccountFactory",
+): CompiledArtifact & { deployedBytecode: Hex } {
+  const require = createRequire(import.meta.url);
+  return require(`@account-abstraction/contracts/artifacts/${name}.json`);
+}
+
+export interface DevnetStack {
+  entryPoint: Address;
+  /** How the EntryPoint got to its canonical address on this chain. */
+  entryPointDeployment: "existing" | "create2" | "setCode";
+  accountFactory: Address;
+  paymaster: Address;
+  gameItems: Address;
+  /** Deployer and owner of the paymaster (wallet 0). */
+  owner: Address;
+}
+
+export interface DeployStackOptions {
+  /** The key whose EIP-712 signatures the paymaster honours. */
+  signer: Address;
+  /** Paymaster deposit in the EntryPoint; gas of sponsored operations is paid from it. */
+  depositWei?: bigint;
+  /** Paymaster stake; ERC-7562 requires it because validation touches the paymaster's storage. */
+  stakeWei?: bigint;
+  unstakeDelaySec?: number;
+}
+
+type ChainHandles = Pick<DevChain, "publicClient" | "testClient" | "wallets">;
+
+export async function deployStack(chain: ChainHandles, options: DeployStackOptions): Promise<DevnetStack> {
+  const deployer = chain.wallets[0]!;
+  const { address: entryPoint, method: entryPointDeployment } = await deployEntryPoint(chain);
+  const factoryArtifact = accountAbstractionArtifact("SimpleAccountFactory");
+  const accountFactory = await deploy(chain, deployer, factoryArtifact, [entryPoint]);
+  const paymaster = await deploy(chain, deployer, localArtifact("SponsorPaymaster"), [
+    entryPoint,
+    options.signer,
+  ]);
+  const gameItems = await deploy(chain, deployer, localArtifact("GameItems"), []);
+
+  await confirm(
+    chain,
+    await deployer.writeContract({
+      address: paymaster,
+      abi: sponsorPaymasterAbi,
+      functionName: "deposit",
+      value: options.depositWei ?? parseEther("10"),
+    }),
+  );
+  await confirm(
+    chain,
+    await deployer.writeContract({
+      address: paymaster,
+      abi: sponsorPaymasterAbi,
+      functionName: "addStake",
+      args: [options.unstakeDelaySec ?? 86_400],
+      value: options.stakeWei ?? parseEther("1"),
+    }),
+  );
+  return {
+    entryPoint,
+    entryPointDeployment,
+    accountFactory,
+    paymaster,
+    gameItems,
+    owner: deployer.account.address,
+  };
+}
+
+/**
+ * Puts EntryPoint v0.7 at its canonical address the way it got there on public chains: the
+ * release init code sent through the CREATE2 deployer with the release salt. If the result
+ * lands anywhere else (a different compiler output), the release runtime code is installed
+ * with anvil_setCode instead, and the method says so.
+ */
+export async function deployEntryPoint(
+  chain: ChainHandles,
+): Promise<{ address: Address; method: DevnetStack["entryPointDeployment"] }> {
+  const { publicClient, testClient } = chain;
+  const address = ENTRY_POINT_V07_ADDRESS;
+  if (await hasCode(chain, address)) return { address, method: "existing" };
+
+  const artifact = accountAbstractionArtifact("EntryPoint");
+  const predicted = getContractAddress({
+    opcode: "CREATE2",
+    from: CREATE2_DEPLOYER_ADDRESS,
+    salt: ENTRY_POINT_V07_SALT,
+    bytecode: artifact.bytecode,
+  });
+  if (predicted.toLowerCase() === address.toLowerCase() && (await hasCode(chain, CREATE2_DEPLOYER_ADDRESS))) {
+    const hash = await chain.wallets[0]!.sendTransaction({
+      to: CREATE2_DEPLOYER_ADDRESS,
+      data: concatHex([ENTRY_POINT_V07_SALT, artifact.bytecode]),
+    });
+    await confirm(chain, hash);
+    if (await hasCode(chain, address)) return { address, method: "create2" };
+  }
+  await testClient.setCode({ address, bytecode: artifact.deployedBytecode });
+  if (!(await publicClient.getCode({ address }))) throw new Error("EntryPoint could not be installed");
+  return { address, method: "setCode" };
+}
+
+async function deploy(
+  chain: ChainHandles,
+  deployer: DevWalletClient,
+  artifact: CompiledArtifact,
+  args: readonly unknown[],
+): Promise<Address> {
+  const hash = await deployer.deployContract({ abi: artifact.abi, bytecode: artifact.bytecode, args });
+  const receipt = await confirm(chain, hash);
+  if (!receipt.contractAddress) throw new Error(`deployment ${hash} created no contract`);
+  return getAddress(receipt.contractAddress);
+}
+
+async function confirm(chain: ChainHandles, hash: Hex): Promise<TransactionReceipt> {
+  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`);
+  return receipt;
+}
+
+async function hasCode(chain: ChainHandles, address: Address): Promise<boolean> {
+  const code = await chain.publicClient.getCode({ address });
+  return code !== undefined && code !== "0x";
+}
