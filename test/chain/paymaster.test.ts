@@ -19,6 +19,7 @@ import {
   slice,
   toFunctionSelector,
   toHex,
+  zeroAddress,
 } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
 import { gameItemsAbi, sponsorPaymasterAbi } from "../../src/chains/devnet.ts";
@@ -360,6 +361,15 @@ describe("refused operations", () => {
     await assertRefused(op, "AA32 paymaster expired or not due");
   });
 
+  test("refuses an authorization whose window is empty", async () => {
+    const nowSec = await latestTimestampSec(chain);
+    const op = await opFor({ sponsorship: { validAfterSec: nowSec, validUntilSec: nowSec } });
+    const failed = await assertRefused(op, "AA33 reverted");
+    const decoded = paymasterError(failed);
+    assert.equal(decoded.errorName, "InvalidWindow");
+    assert.deepEqual(decoded.args, [nowSec, nowSec]);
+  });
+
   test("refuses a second operation that reuses an authorization id", async () => {
     const owner = randomAccount();
     const first = await opFor({ owner });
@@ -407,6 +417,16 @@ describe("signer rotation", () => {
       /OwnableUnauthorizedAccount|reverted/,
     );
     const owner = chain.wallets[0]!;
+    await assert.rejects(
+      chain.publicClient.simulateContract({
+        account: owner.account,
+        address: stack.paymaster,
+        abi: sponsorPaymasterAbi,
+        functionName: "setSigner",
+        args: [zeroAddress],
+      }),
+      /ZeroSigner/,
+    );
     const hash = await owner.writeContract({
       address: stack.paymaster,
       abi: sponsorPaymasterAbi,
