@@ -1,0 +1,86 @@
+import type { Queryable } from "../db/db.ts";
+
+export interface AllowlistEntry {
+  target_contract: string;
+  function_selector: string;
+  enabled: boolean;
+  created_at: string;
+}
+
+export const MAX_ENTRIES_PER_PROJECT = 1000;
+
+export async function listEntries(db: Queryable, projectId: string): Promise<AllowlistEntry[]> {
+  const rows = await db.query<Row>(
+    `SELECT target_contract, function_selector, enabled, created_at FROM allowlist_entries
+     WHERE project_id = $1 ORDER BY created_at, target_contract, function_selector`,
+    [projectId],
+  );
+  return rows.map(toEntry);
+}
+
+/**
+ * Adds the pair, or enables it again if it exists. Returns null when the project already holds
+ * its maximum of entries. The project row is locked so concurrent adds cannot overshoot the bound.
+ */
+export async function addEntry(
+  tx: Queryable,
+  projectId: string,
+  target: string,
+  selector: string,
+): Promise<{ entry: AllowlistEntry; created: boolean } | null> {
+  await tx.query("SELECT id FROM projects WHERE id = $1 FOR UPDATE", [projectId]);
+  const existing = await tx.query<Row>(
+    `UPDATE allowlist_entries SET enabled = true, updated_at = now()
+     WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3
+     RETURNING target_contract, function_selector, enabled, created_at`,
+    [projectId, target, selector],
+  );
+  if (existing[0]) return { entry: toEntry(existing[0]), created: false };
+  const [{ n }] = (await tx.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM allowlist_entries WHERE project_id = $1",
+    [projectId],
+  )) as [{ n: number }];
+  if (n >= MAX_ENTRIES_PER_PROJECT) return null;
+  const rows = await tx.query<Row>(
+    `INSERT INTO allowlist_entries (project_id, target_contract, function_selector) VALUES ($1, $2, $3)
+     RETURNING target_contract, function_selector, enabled, created_at`,
+    [projectId, target, selector],
+  );
+  return { entry: toEntry(rows[0]!), created: true };
+}
+
+/** Disables the pair (the record stays, for the audit trail); null when no enabled pair exists. */
+export async function disableEntry(
+  db: Queryable,
+  projectId: string,
+  target: string,
+  selector: string,
+): Promise<AllowlistEntry | null> {
+  const rows = await db.query<Row>(
+    `UPDATE allowlist_entries SET enabled = false, updated_at = now()
+     WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3 AND enabled
+     RETURNING target_contract, function_selector, enabled, created_at`,
+    [projectId, target, selector],
+  );
+  return rows[0] ? toEntry(rows[0]) : null;
+}
+
+export async function isAllowlisted(db: Queryable, projectId: string, target: string, selector: string) {
+  const rows = await db.query(
+    `SELECT 1 FROM allowlist_entries
+     WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3 AND enabled`,
+    [projectId, target, selector],
+  );
+  return rows.length > 0;
+}
+
+interface Row {
+  target_contract: string;
+  function_selector: string;
+  enabled: boolean;
+  created_at: Date;
+}
+
+function toEntry(r: Row): AllowlistEntry {
+  return { ...r, created_at: r.created_at.toISOString() };
+}

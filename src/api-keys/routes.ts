@@ -1,0 +1,113 @@
+import { Type } from "@sinclair/typebox";
+import { authorizeProject } from "../access/guard.ts";
+import type { RoutePlugin } from "../context.ts";
+import { forbidden, notFound } from "../http/problem.ts";
+import { bearer, NullableTimestamp, ProjectParams, responses, Timestamp } from "../http/schemas.ts";
+import { type Scope, SCOPES } from "./format.ts";
+import { createApiKey, listApiKeys, revokeApiKey } from "./store.ts";
+
+const ScopeSchema = Type.Union(SCOPES.map((s) => Type.Literal(s)));
+const ApiKeyRecord = Type.Object(
+  {
+    id: Type.Integer(),
+    key_preview: Type.String(),
+    rate_limit: Type.Integer(),
+    scopes: Type.Array(ScopeSchema),
+    issued_at: Timestamp,
+    last_used_at: NullableTimestamp,
+    revoked_at: NullableTimestamp,
+  },
+  { $id: "ApiKey" },
+);
+const CreatedKey = Type.Object({
+  apiKey: Type.String({ description: "The full key. Shown only in this response: store it now." }),
+  keyPreview: Type.String(),
+  rateLimit: Type.Integer(),
+  id: Type.Integer(),
+  scopes: Type.Array(ScopeSchema),
+});
+const KeyParams = Type.Object(
+  { id: Type.String({ maxLength: 200 }), keyId: Type.String({ pattern: "^[1-9][0-9]{0,15}$" }) },
+  { additionalProperties: false },
+);
+
+export const apiKeyRoutes: RoutePlugin = async (app, { services }) => {
+  const { db } = services;
+  const tags = ["api keys"];
+
+  app.post(
+    "/projects/:id/apikeys",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Issue an API key; the full key appears only in this response",
+        params: ProjectParams,
+        body: Type.Object(
+          {
+            rateLimit: Type.Integer({ minimum: 1, maximum: 1_000_000, description: "Requests per minute" }),
+            scopes: Type.Optional(
+              Type.Array(ScopeSchema, { minItems: 1, maxItems: 3, uniqueItems: true, default: undefined }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: responses({ 201: CreatedKey }),
+      },
+    },
+    async (request, reply) => {
+      const projectId = request.params.id;
+      await authorizeProject(db, request, projectId, "apikeys:write");
+      const scopes: Scope[] = request.body.scopes ?? ["sponsor"];
+      const principal = request.principal!;
+      if (principal.kind === "apiKey" && !scopes.every((s) => principal.scopes.includes(s))) {
+        throw forbidden("a key cannot issue a key with scopes it does not have");
+      }
+      const { apiKey, record } = await createApiKey(db, projectId, request.body.rateLimit, scopes);
+      return reply.code(201).send({
+        apiKey,
+        keyPreview: record.key_preview,
+        rateLimit: record.rate_limit,
+        id: record.id,
+        scopes: record.scopes,
+      });
+    },
+  );
+
+  app.get(
+    "/projects/:id/apikeys",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        params: ProjectParams,
+        response: responses({ 200: Type.Array(ApiKeyRecord) }),
+      },
+    },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "apikeys:read");
+      await services.apiKeys.flush();
+      return listApiKeys(db, request.params.id);
+    },
+  );
+
+  app.delete(
+    "/projects/:id/apikeys/:keyId",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Revoke a key; every instance refuses it within 5 seconds",
+        params: KeyParams,
+        response: responses({ 200: ApiKeyRecord }),
+      },
+    },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "apikeys:write");
+      const revoked = await revokeApiKey(db, request.params.id, Number(request.params.keyId));
+      if (!revoked) throw notFound("API key");
+      services.apiKeys.forget(revoked.id);
+      return revoked;
+    },
+  );
+};

@@ -1,0 +1,42 @@
+import { Type } from "@sinclair/typebox";
+import type { RoutePlugin } from "../context.ts";
+import { responses } from "../http/schemas.ts";
+
+const Chain = Type.Object(
+  {
+    chainId: Type.Integer(),
+    name: Type.String(),
+    nativeCurrency: Type.Object({ name: Type.String(), symbol: Type.String(), decimals: Type.Integer() }),
+    entryPoint: Type.String(),
+    paymaster: Type.Union([Type.String(), Type.Null()]),
+    confirmations: Type.Integer(),
+    maxFeePerGasWei: Type.String({ description: "Fee cap used to price reservations (maxGasCost)" }),
+    active: Type.Boolean(),
+  },
+  { $id: "Chain" },
+);
+
+export const chainRoutes: RoutePlugin = async (app, { services }) => {
+  // Built once: the configuration is frozen at boot. RPC URLs are deliberately left out.
+  const chains = services.config.chains.map((c) => ({
+    chainId: c.chainId,
+    name: c.name,
+    nativeCurrency: c.nativeCurrency,
+    entryPoint: c.entryPoint,
+    paymaster: c.paymaster,
+    confirmations: c.confirmations,
+    maxFeePerGasWei: c.maxFeePerGasWei.toString(),
+    active: c.active,
+  }));
+  app.get(
+    "/blockchain/chains",
+    {
+      schema: {
+        tags: ["chains"],
+        summary: "The EVM chains this service sponsors on",
+        response: responses({ 200: Type.Array(Chain) }),
+      },
+    },
+    async () => chains,
+  );
+};

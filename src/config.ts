@@ -1,0 +1,172 @@
+import { isAddress, isHex, type Address, type Hex } from "viem";
+
+/**
+ * The one reader of the environment. Everything is validated here, once, at boot; the rest of the
+ * service receives a typed, frozen Config.
+ */
+
+export interface ChainConfig {
+  chainId: number;
+  name: string;
+  nativeCurrency: { name: string; symbol: string; decimals: number };
+  rpcUrl: string;
+  entryPoint: Address;
+  paymaster: Address | null;
+  confirmations: number;
+  maxFeePerGasWei: bigint;
+  active: boolean;
+}
+
+export interface OidcConfig {
+  issuer: string;
+  audience: string;
+  jwksUrl: string;
+}
+
+export interface Config {
+  env: "development" | "production" | "test";
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | null;
+  redisUrl: string | null;
+  signerPrivateKey: Hex | null;
+  oidc: OidcConfig | null;
+  depositXpub: string | null;
+  chains: ChainConfig[];
+  logLevel: string;
+  /** Interval at which cached API-key records are re-read, bounding how long a revoked key lives. */
+  keyCacheTtlMs: number;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const ENTRYPOINT_V07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032";
+const BUILT_IN_CHAINS = [
+  {
+    chainId: 14601,
+    name: "Sonic Testnet",
+    nativeCurrency: { name: "Sonic", symbol: "S", decimals: 18 },
+    defaultRpcUrl: "https://rpc.testnet.soniclabs.com",
+  },
+];
+
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const read = <T>(name: string, parse: (raw: string) => T, fallback: T): T => {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    try {
+      return parse(raw);
+    } catch (err) {
+      problems.push(`${name}: ${(err as Error).message}`);
+      return fallback;
+    }
+  };
+
+  const nodeEnv = read("NODE_ENV", (v) => oneOf(v, ["development", "production", "test"]), "development");
+  const config: Config = {
+    env: nodeEnv as Config["env"],
+    port: read("PORT", (v) => intIn(v, 0, 65535), 3000),
+    host: read("HOST", (v) => v, "0.0.0.0"),
+    dataDir: read("DATA_DIR", (v) => v, "./data"),
+    databaseUrl: read("DATABASE_URL", url(["postgres:", "postgresql:"]), null),
+    redisUrl: read("REDIS_URL", url(["redis:", "rediss:"]), null),
+    signerPrivateKey: read("SIGNER_PRIVATE_KEY", privateKey, null),
+    oidc: readOidc(env, problems),
+    depositXpub: read("DEPOSIT_XPUB", xpub, null),
+    chains: BUILT_IN_CHAINS.map((c) => readChain(c, read)),
+    logLevel: read("LOG_LEVEL", (v) => oneOf(v, LOG_LEVELS), "info"),
+    keyCacheTtlMs: read("KEY_CACHE_TTL_MS", (v) => intIn(v, 0, 5000), 2000),
+  };
+  if (problems.length > 0) {
+    throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
+  }
+  return Object.freeze(config);
+}
+
+function readChain(
+  c: (typeof BUILT_IN_CHAINS)[number],
+  read: <T>(name: string, parse: (raw: string) => T, fallback: T) => T,
+): ChainConfig {
+  const p = `CHAIN_${c.chainId}_`;
+  return {
+    chainId: c.chainId,
+    name: c.name,
+    nativeCurrency: c.nativeCurrency,
+    rpcUrl: read(`${p}RPC_URL`, url(["http:", "https:", "ws:", "wss:"]), c.defaultRpcUrl),
+    entryPoint: read(`${p}ENTRYPOINT_ADDRESS`, address, ENTRYPOINT_V07 as Address),
+    paymaster: read(`${p}PAYMASTER_ADDRESS`, address, null),
+    confirmations: read(`${p}CONFIRMATIONS`, (v) => intIn(v, 0, 1000), 2),
+    maxFeePerGasWei: read(`${p}MAX_FEE_PER_GAS_WEI`, positiveBigint, 200_000_000_000n),
+    active: true,
+  };
+}
+
+function readOidc(env: Env, problems: string[]): OidcConfig | null {
+  const issuer = env.OIDC_ISSUER;
+  const audience = env.OIDC_AUDIENCE;
+  const jwksUrl = env.OIDC_JWKS_URL;
+  const given = [issuer, audience, jwksUrl].filter((v) => v !== undefined && v !== "");
+  if (given.length === 0) return null;
+  if (given.length !== 3) {
+    problems.push("OIDC_ISSUER, OIDC_AUDIENCE and OIDC_JWKS_URL must be set together");
+    return null;
+  }
+  try {
+    url(["https:", "http:"])(jwksUrl!);
+  } catch (err) {
+    problems.push(`OIDC_JWKS_URL: ${(err as Error).message}`);
+  }
+  return { issuer: issuer!, audience: audience!, jwksUrl: jwksUrl! };
+}
+
+function oneOf(v: string, allowed: string[]): string {
+  if (!allowed.includes(v)) throw new Error(`must be one of ${allowed.join(", ")}`);
+  return v;
+}
+
+function intIn(v: string, min: number, max: number): number {
+  if (!/^\d+$/.test(v)) throw new Error("must be a non-negative integer");
+  const n = Number(v);
+  if (n < min || n > max) throw new Error(`must be between ${min} and ${max}`);
+  return n;
+}
+
+function positiveBigint(v: string): bigint {
+  if (!/^[1-9]\d{0,30}$/.test(v)) throw new Error("must be a positive integer (wei)");
+  return BigInt(v);
+}
+
+function url(protocols: string[]) {
+  return (v: string): string => {
+    let parsed: URL;
+    try {
+      parsed = new URL(v);
+    } catch {
+      throw new Error("must be a URL");
+    }
+    if (!protocols.includes(parsed.protocol)) throw new Error(`must use ${protocols.join(" or ")}`);
+    return v;
+  };
+}
+
+function address(v: string): Address {
+  if (!isAddress(v, { strict: false })) throw new Error("must be a 20-byte hex address");
+  return v as Address;
+}
+
+function privateKey(v: string): Hex {
+  const hex = (v.startsWith("0x") ? v : `0x${v}`) as Hex;
+  // The value itself is never echoed: a malformed secret must not end up in a boot log.
+  if (!isHex(hex) || hex.length !== 66) throw new Error("must be 32 bytes of hex");
+  return hex;
+}
+
+function xpub(v: string): string {
+  if (!/^[xt]pub[1-9A-HJ-NP-Za-km-z]{100,112}$/.test(v)) throw new Error("must be an extended public key");
+  return v;
+}

@@ -1,0 +1,26 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { ApiKeyResolver } from "./api-keys/resolver.ts";
+import type { Config } from "./config.ts";
+import type { Db } from "./db/db.ts";
+import type { DepositDeriver } from "./funding/derivation.ts";
+import type { ReadinessProbe } from "./health/routes.ts";
+import type { TokenVerifier } from "./identity/tokens.ts";
+import type { RateLimiter } from "./rate-limits/limiter.ts";
+import type { Signer } from "./sponsor/signer.ts";
+
+/** Everything the routes need, wired once in services.ts and passed explicitly. */
+export interface Services {
+  version: string;
+  config: Config;
+  db: Db;
+  tokens: TokenVerifier;
+  deposits: DepositDeriver;
+  apiKeys: ApiKeyResolver;
+  rateLimiter: RateLimiter;
+  signer: Signer;
+  readiness: ReadinessProbe[];
+  /** Milliseconds since the epoch; tests may move it. */
+  now: () => number;
+}
+
+export type RoutePlugin = FastifyPluginAsyncTypebox<{ services: Services }>;

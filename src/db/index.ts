@@ -1,0 +1,9 @@
+import type { Config } from "../config.ts";
+import type { Db } from "./db.ts";
+import { openPglite } from "./pglite.ts";
+import { openPostgres } from "./postgres.ts";
+
+export async function openDb(config: Pick<Config, "databaseUrl" | "dataDir">): Promise<Db> {
+  if (config.databaseUrl) return openPostgres({ url: config.databaseUrl });
+  return openPglite(config.dataDir === "memory://" ? "memory://" : `${config.dataDir}/pglite`);
+}

@@ -1,0 +1,110 @@
+import { Type } from "@sinclair/typebox";
+import { authorizeOrg, authorizeProject } from "../access/guard.ts";
+import type { RoutePlugin } from "../context.ts";
+import type { Queryable } from "../db/db.ts";
+import type { Scope } from "../api-keys/format.ts";
+import { scopeAllows } from "../access/roles.ts";
+import { forbidden } from "../http/problem.ts";
+import { bearer, ProjectParams, responses, Timestamp } from "../http/schemas.ts";
+import { requirePrincipal } from "../identity/authenticate.ts";
+import { type ParityReport, parity } from "./ledger.ts";
+
+const SignedWei = Type.String({ pattern: "^-?(0|[1-9][0-9]{0,78})$" });
+const Report = Type.Object(
+  {
+    projectId: Type.String(),
+    ledgerBalance: SignedWei,
+    cachedBalance: SignedWei,
+    delta: SignedWei,
+    inSync: Type.Boolean(),
+  },
+  { $id: "FundsParityReport" },
+);
+const MultiReport = Type.Object({
+  generatedAt: Timestamp,
+  total: Type.Integer({ description: "Projects checked" }),
+  driftCount: Type.Integer({ description: "Projects whose cached balance disagrees with the ledger" }),
+  projects: Type.Array(Report),
+});
+const DriftQuery = Type.Object(
+  { onlyDrift: Type.Optional(Type.Boolean({ default: false })) },
+  { additionalProperties: false },
+);
+
+export const parityRoutes: RoutePlugin = async (app, { services }) => {
+  const { db } = services;
+  const tags = ["funds parity"];
+  const summarise = (reports: ParityReport[], onlyDrift: boolean | undefined) => {
+    const drifting = reports.filter((r) => !r.inSync);
+    return {
+      generatedAt: new Date(services.now()).toISOString(),
+      total: reports.length,
+      driftCount: drifting.length,
+      projects: onlyDrift ? drifting : reports,
+    };
+  };
+
+  app.get(
+    "/projects/:id/funds/parity",
+    { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Report }) } },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "project:read");
+      return (await parity(db, [request.params.id]))[0]!;
+    },
+  );
+
+  app.get(
+    "/projects/funds/parity-report",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Parity of every project the caller can see",
+        querystring: DriftQuery,
+        response: responses({ 200: MultiReport }),
+      },
+    },
+    async (request) => {
+      const principal = requirePrincipal(request);
+      const ids =
+        principal.kind === "apiKey"
+          ? await keyProjectIds(principal.projectId, principal.scopes)
+          : await developerProjectIds(db, principal.developerId);
+      return summarise(ids.length === 0 ? [] : await parity(db, ids), request.query.onlyDrift);
+    },
+  );
+
+  app.get(
+    "/orgs/:orgId/funds/parity",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Parity of every project of one organization",
+        params: Type.Object({ orgId: Type.String({ maxLength: 64 }) }, { additionalProperties: false }),
+        querystring: DriftQuery,
+        response: responses({ 200: MultiReport }),
+      },
+    },
+    async (request) => {
+      const { orgId } = await authorizeOrg(db, request, request.params.orgId, "org:read");
+      const ids = (await db.query<{ id: string }>("SELECT id FROM projects WHERE org_id = $1", [orgId])).map(
+        (r) => r.id,
+      );
+      return summarise(ids.length === 0 ? [] : await parity(db, ids), request.query.onlyDrift);
+    },
+  );
+};
+
+async function keyProjectIds(projectId: string, scopes: readonly Scope[]): Promise<string[]> {
+  if (!scopeAllows(scopes, "project:read")) throw forbidden("this API key's scopes do not allow reading");
+  return [projectId];
+}
+
+async function developerProjectIds(db: Queryable, developerId: number): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    "SELECT p.id FROM projects p JOIN org_members m ON m.org_id = p.org_id WHERE m.developer_id = $1",
+    [developerId],
+  );
+  return rows.map((r) => r.id);
+}

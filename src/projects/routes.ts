@@ -1,0 +1,144 @@
+import { Type } from "@sinclair/typebox";
+import { formatUnits } from "viem";
+import { authorizeOrg, authorizeProject } from "../access/guard.ts";
+import type { RoutePlugin } from "../context.ts";
+import { conflict, notFound } from "../http/problem.ts";
+import { bearer, ProjectId, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { requirePrincipal } from "../identity/authenticate.ts";
+import { getProject, insertProject, listProjects, updateProject } from "./store.ts";
+
+const ProjectListItem = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  deposit_address: Type.String(),
+  gas_tank_balance: Wei,
+  created_at: Timestamp,
+});
+
+const Project = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    owner: Type.String({ description: "Owner identifier as sent on creation (organization id or slug)" }),
+    organization_id: Type.Integer(),
+    deposit_address: Type.String({ description: "Funding address on chain 14601" }),
+    gas_tank_balance: Wei,
+    daily_cap: Type.Union([Wei, Type.Null()]),
+    validity_ttl_sec: Type.Integer(),
+    created_at: Timestamp,
+  },
+  { $id: "Project" },
+);
+
+const Balance = Type.Object({
+  balance: Wei,
+  balanceFormatted: Type.String({ description: "Exact decimal amount in the native token" }),
+  currency: Type.String(),
+});
+
+const OwnerRef = Type.String({ minLength: 1, maxLength: 64, description: "Organization id or slug" });
+
+export const projectRoutes: RoutePlugin = async (app, { services }) => {
+  const { db } = services;
+  const tags = ["projects"];
+
+  app.post(
+    "/projects",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Create a project in an organization where the caller is admin or owner",
+        body: Type.Object(
+          { id: ProjectId, name: Type.String({ minLength: 1, maxLength: 128 }), owner: OwnerRef },
+          { additionalProperties: false },
+        ),
+        response: responses({ 201: Project }),
+      },
+    },
+    async (request, reply) => {
+      const { id, name, owner } = request.body;
+      const org = await authorizeOrg(db, request, owner, "projects:create");
+      const project = await db.transaction((tx) =>
+        insertProject(tx, services.deposits, { id, name, owner, orgId: org.orgId }),
+      );
+      if (!project) throw conflict(`project id '${id}' is taken`);
+      return reply.code(201).send(project);
+    },
+  );
+
+  app.get(
+    "/projects",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Projects of the caller's organizations (or the API key's own project)",
+        response: responses({ 200: Type.Array(ProjectListItem) }),
+      },
+    },
+    async (request) => {
+      const principal = requirePrincipal(request);
+      return principal.kind === "developer"
+        ? listProjects(db, { developerId: principal.developerId })
+        : listProjects(db, { projectId: principal.projectId });
+    },
+  );
+
+  app.get(
+    "/projects/:id",
+    { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Project }) } },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "project:read");
+      return (await getProject(db, request.params.id)) ?? Promise.reject(notFound("project"));
+    },
+  );
+
+  app.patch(
+    "/projects/:id",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Change a project's name, daily cap (wei, null for none) or validity TTL (admin or owner)",
+        params: ProjectParams,
+        body: Type.Object(
+          {
+            name: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+            dailyCap: Type.Optional(Type.Union([Wei, Type.Null()])),
+            validityTtlSec: Type.Optional(Type.Integer({ minimum: 30, maximum: 3600 })),
+          },
+          { additionalProperties: false, minProperties: 1 },
+        ),
+        response: responses({ 200: Project }),
+      },
+    },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "project:update");
+      const { name, dailyCap, validityTtlSec } = request.body;
+      const updated = await updateProject(db, request.params.id, {
+        name,
+        dailyCapWei: dailyCap === undefined ? undefined : dailyCap === null ? null : BigInt(dailyCap),
+        validityTtlSec,
+      });
+      return updated ?? Promise.reject(notFound("project"));
+    },
+  );
+
+  app.get(
+    "/projects/:id/balance",
+    { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Balance }) } },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "project:read");
+      const project = await getProject(db, request.params.id);
+      if (!project) throw notFound("project");
+      const home = services.config.chains[0]!;
+      const balance = BigInt(project.gas_tank_balance);
+      return {
+        balance: balance.toString(),
+        balanceFormatted: formatUnits(balance, home.nativeCurrency.decimals),
+        currency: home.nativeCurrency.symbol,
+      };
+    },
+  );
+};

@@ -1,0 +1,122 @@
+import type { Queryable } from "../db/db.ts";
+import type { DepositDeriver } from "../funding/derivation.ts";
+
+export interface ProjectRecord {
+  id: string;
+  name: string;
+  owner: string;
+  organization_id: number;
+  deposit_address: string;
+  gas_tank_balance: string;
+  daily_cap: string | null;
+  validity_ttl_sec: number;
+  created_at: string;
+}
+
+export type ProjectListItem = Pick<ProjectRecord, "id" | "name" | "deposit_address" | "gas_tank_balance" | "created_at">;
+
+const COLUMNS =
+  "id, name, owner, org_id, deposit_address, gas_tank_balance, daily_cap, validity_ttl_sec, created_at";
+
+export const HOME_CHAIN_ID = 14601;
+
+/**
+ * Creates a project and its funding account on the home chain in one transaction: the deposit
+ * address is the next BIP-32 child of the deposit key. Returns null when the id is taken.
+ */
+export async function insertProject(
+  tx: Queryable,
+  deriver: DepositDeriver,
+  p: { id: string; name: string; owner: string; orgId: number },
+): Promise<ProjectRecord | null> {
+  const taken = await tx.query("SELECT 1 FROM projects WHERE id = $1", [p.id]);
+  if (taken.length > 0) return null;
+  const [{ index }] = (await tx.query<{ index: number }>(
+    "SELECT nextval('funding_derivation_index')::int AS index",
+  )) as [{ index: number }];
+  const address = deriver.addressAt(index);
+  const rows = await tx.query<Row>(
+    `INSERT INTO projects (id, org_id, owner, name, deposit_address) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (id) DO NOTHING RETURNING ${COLUMNS}`,
+    [p.id, p.orgId, p.owner, p.name, address],
+  );
+  if (!rows[0]) return null;
+  await tx.query(
+    `INSERT INTO funding_accounts (project_id, chain_id, address, derivation_index) VALUES ($1, $2, $3, $4)`,
+    [p.id, HOME_CHAIN_ID, address, index],
+  );
+  return toRecord(rows[0]);
+}
+
+export async function getProject(db: Queryable, id: string): Promise<ProjectRecord | null> {
+  const rows = await db.query<Row>(`SELECT ${COLUMNS} FROM projects WHERE id = $1`, [id]);
+  return rows[0] ? toRecord(rows[0]) : null;
+}
+
+/** Projects visible to a developer (through their organizations) or to one API key. */
+export async function listProjects(
+  db: Queryable,
+  who: { developerId: number } | { projectId: string },
+): Promise<ProjectListItem[]> {
+  const rows =
+    "developerId" in who
+      ? await db.query<Row>(
+          `SELECT ${COLUMNS.split(", ")
+            .map((c) => `p.${c}`)
+            .join(", ")} FROM projects p JOIN org_members m ON m.org_id = p.org_id
+           WHERE m.developer_id = $1 ORDER BY p.created_at, p.id LIMIT 1000`,
+          [who.developerId],
+        )
+      : await db.query<Row>(`SELECT ${COLUMNS} FROM projects WHERE id = $1`, [who.projectId]);
+  return rows.map((r) => {
+    const { id, name, deposit_address, gas_tank_balance, created_at } = toRecord(r);
+    return { id, name, deposit_address, gas_tank_balance, created_at };
+  });
+}
+
+export interface ProjectPatch {
+  name?: string;
+  dailyCapWei?: bigint | null;
+  validityTtlSec?: number;
+}
+
+export async function updateProject(db: Queryable, id: string, patch: ProjectPatch): Promise<ProjectRecord | null> {
+  const sets: string[] = [];
+  const params: unknown[] = [id];
+  const set = (column: string, value: unknown) => {
+    params.push(value);
+    sets.push(`${column} = $${params.length}`);
+  };
+  if (patch.name !== undefined) set("name", patch.name);
+  if (patch.dailyCapWei !== undefined) set("daily_cap", patch.dailyCapWei?.toString() ?? null);
+  if (patch.validityTtlSec !== undefined) set("validity_ttl_sec", patch.validityTtlSec);
+  if (sets.length === 0) return getProject(db, id);
+  const rows = await db.query<Row>(`UPDATE projects SET ${sets.join(", ")} WHERE id = $1 RETURNING ${COLUMNS}`, params);
+  return rows[0] ? toRecord(rows[0]) : null;
+}
+
+interface Row {
+  id: string;
+  name: string;
+  owner: string;
+  org_id: number;
+  deposit_address: string;
+  gas_tank_balance: string;
+  daily_cap: string | null;
+  validity_ttl_sec: number;
+  created_at: Date;
+}
+
+function toRecord(r: Row): ProjectRecord {
+  return {
+    id: r.id,
+    name: r.name,
+    owner: r.owner,
+    organization_id: r.org_id,
+    deposit_address: r.deposit_address,
+    gas_tank_balance: String(r.gas_tank_balance),
+    daily_cap: r.daily_cap === null ? null : String(r.daily_cap),
+    validity_ttl_sec: r.validity_ttl_sec,
+    created_at: r.created_at.toISOString(),
+  };
+}

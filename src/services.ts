@@ -1,0 +1,95 @@
+import { readFileSync } from "node:fs";
+import { Redis } from "ioredis";
+import { generatePrivateKey } from "viem/accounts";
+import type { Hex } from "viem";
+import { apiKeyResolver } from "./api-keys/resolver.ts";
+import type { Config } from "./config.ts";
+import type { Services } from "./context.ts";
+import type { Db } from "./db/db.ts";
+import { depositDeriver, xpubFromLocalSeed } from "./funding/derivation.ts";
+import type { ReadinessProbe } from "./health/routes.ts";
+import { localIssuer, oidcVerifier, type TokenVerifier } from "./identity/tokens.ts";
+import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
+import { loadOrCreateSecret } from "./secrets.ts";
+import { createSigner } from "./sponsor/signer.ts";
+
+export const VERSION: string = JSON.parse(
+  readFileSync(new URL("../package.json", import.meta.url), "utf8"),
+).version;
+
+export interface Wired {
+  services: Services;
+  /** Closes what wiring opened (Redis, timers); the database is the caller's. */
+  close(): Promise<void>;
+}
+
+/** Wires the service's dependencies from configuration and an open database. */
+export async function wireServices(config: Config, db: Db, overrides: Partial<Services> = {}): Promise<Wired> {
+  const redis = config.redisUrl ? connectRedis(config.redisUrl) : null;
+  const rateLimiter: RateLimiter = redis ? redisRateLimiter(redis) : memoryRateLimiter();
+  const tokens: TokenVerifier = config.oidc ? oidcVerifier(config.oidc) : await localIssuer(config.dataDir);
+  const signerKey =
+    config.signerPrivateKey ?? (loadOrCreateSecret(config.dataDir, "signer.key", () => generatePrivateKey()) as Hex);
+  const now = overrides.now ?? Date.now;
+  const apiKeys = apiKeyResolver(db, config.keyCacheTtlMs, now);
+  const readiness: ReadinessProbe[] = [databaseProbe(db)];
+  if (redis) readiness.push(redisProbe(rateLimiter));
+  const services: Services = {
+    version: VERSION,
+    config,
+    db,
+    tokens,
+    deposits: depositDeriver(config.depositXpub ?? xpubFromLocalSeed(config.dataDir)),
+    apiKeys,
+    rateLimiter,
+    signer: createSigner(signerKey),
+    readiness,
+    now,
+    ...overrides,
+  };
+  return {
+    services,
+    async close() {
+      await apiKeys.close();
+      redis?.disconnect();
+    },
+  };
+}
+
+function connectRedis(url: string): Redis {
+  const redis = new Redis(url, {
+    // Commands fail fast instead of queueing while Redis is away; the limiter falls back.
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 500,
+    connectTimeout: 2000,
+    lazyConnect: false,
+  });
+  redis.on("error", () => {});
+  return redis;
+}
+
+function databaseProbe(db: Db): ReadinessProbe {
+  return {
+    name: "database",
+    async check() {
+      try {
+        await db.query("SELECT 1");
+        return { status: "ok", detail: db.kind };
+      } catch {
+        return { status: "down", detail: `${db.kind} is not answering` };
+      }
+    },
+  };
+}
+
+function redisProbe(limiter: RateLimiter): ReadinessProbe {
+  return {
+    name: "redis",
+    async check() {
+      return (await limiter.healthy())
+        ? { status: "ok" }
+        : { status: "degraded", detail: "Redis unreachable: rate limits are counted per instance, in memory" };
+    },
+  };
+}
