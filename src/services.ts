@@ -24,9 +24,18 @@ export interface Wired {
 }
 
 /** Wires the service's dependencies from configuration and an open database. */
-export async function wireServices(config: Config, db: Db, overrides: Partial<Services> = {}): Promise<Wired> {
+export interface WireOptions {
+  /** Namespace of the rate-limit counters in Redis; instances that share it share budgets. */
+  rateLimitPrefix?: string;
+  overrides?: Partial<Services>;
+}
+
+export async function wireServices(config: Config, db: Db, options: WireOptions = {}): Promise<Wired> {
+  const overrides = options.overrides ?? {};
   const redis = config.redisUrl ? connectRedis(config.redisUrl) : null;
-  const rateLimiter: RateLimiter = redis ? redisRateLimiter(redis) : memoryRateLimiter();
+  const rateLimiter: RateLimiter = redis
+    ? redisRateLimiter(redis, options.rateLimitPrefix)
+    : memoryRateLimiter();
   const tokens: TokenVerifier = config.oidc ? oidcVerifier(config.oidc) : await localIssuer(config.dataDir);
   const signerKey =
     config.signerPrivateKey ?? (loadOrCreateSecret(config.dataDir, "signer.key", () => generatePrivateKey()) as Hex);

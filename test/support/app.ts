@@ -1,0 +1,175 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { Writable } from "node:stream";
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
+import { pino } from "pino";
+import { buildApp } from "../../src/app.ts";
+import { type Config, loadConfig } from "../../src/config.ts";
+import type { Services } from "../../src/context.ts";
+import type { Db } from "../../src/db/db.ts";
+import { migrate } from "../../src/db/migrate.ts";
+import { openPglite } from "../../src/db/pglite.ts";
+import { openPostgres } from "../../src/db/postgres.ts";
+import { type LocalIssuer, localIssuer } from "../../src/identity/tokens.ts";
+import { wireServices } from "../../src/services.ts";
+import { responseValidator } from "./openapi.ts";
+
+/** A fixed paymaster address for tests that sign but never go on chain. */
+export const TEST_PAYMASTER = "0x00000000000000000000000000000000000000aa";
+export const TEST_SIGNER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+
+export interface TestDb {
+  db: Db;
+  schema: string | null;
+  drop(): Promise<void>;
+}
+
+/**
+ * A fresh store for one test file: an in-memory PGlite, or (with DATABASE_URL) a schema of its
+ * own in the real PostgreSQL, dropped afterwards. Migrations are applied.
+ */
+export async function openTestDb(): Promise<TestDb> {
+  const url = process.env.DATABASE_URL;
+  if (!url) {
+    const db = await openPglite("memory://");
+    await migrate(db);
+    return { db, schema: null, drop: () => db.close() };
+  }
+  const schema = `t_${randomBytes(6).toString("hex")}`;
+  const db = await openPostgres({ url, schema });
+  await migrate(db);
+  return {
+    db,
+    schema,
+    async drop() {
+      await db.query(`DROP SCHEMA ${schema} CASCADE`);
+      await db.close();
+    },
+  };
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  services: Services;
+  config: Config;
+  db: Db;
+  issuer: LocalIssuer;
+  logs: string[];
+  /** Injects, checks the response against the OpenAPI document, and remembers secrets it sees. */
+  request(opts: InjectOptions & { token?: string }): Promise<LightMyRequestResponse>;
+  token(email: string): Promise<string>;
+  /** Every secret handed out so far (keys, tokens, the signer key). */
+  secrets: Set<string>;
+  close(): Promise<void>;
+}
+
+export interface TestAppOptions {
+  env?: Record<string, string>;
+  now?: () => number;
+  /** Share a store with another instance (multi-instance tests). */
+  db?: TestDb;
+  rateLimitPrefix?: string;
+}
+
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const ownDb = options.db ? null : await openTestDb();
+  const testDb = options.db ?? ownDb!;
+  const config = loadConfig({
+    DATA_DIR: `memory://${randomBytes(4).toString("hex")}`,
+    DATABASE_URL: process.env.DATABASE_URL,
+    REDIS_URL: process.env.REDIS_URL,
+    SIGNER_PRIVATE_KEY: TEST_SIGNER_KEY,
+    CHAIN_14601_PAYMASTER_ADDRESS: TEST_PAYMASTER,
+    CHAIN_14601_RPC_URL: "http://127.0.0.1:9",
+    ...options.env,
+  });
+  const wired = await wireServices(config, testDb.db, {
+    rateLimitPrefix: options.rateLimitPrefix ?? `test:${randomBytes(6).toString("hex")}`,
+    overrides: options.now ? { now: options.now } : {},
+  });
+  const logs: string[] = [];
+  const logger = pino(
+    { level: "debug" },
+    new Writable({
+      write(chunk, _enc, done) {
+        logs.push(String(chunk));
+        done();
+      },
+    }),
+  );
+  const app = await buildApp({ services: wired.services, loggerInstance: logger });
+  await app.ready();
+  const validate = responseValidator(app.swagger() as Record<string, unknown>);
+  const issuer = await localIssuer(config.dataDir);
+  const secrets = new Set<string>([TEST_SIGNER_KEY, TEST_SIGNER_KEY.slice(2)]);
+
+  const request: TestApp["request"] = async ({ token, ...opts }) => {
+    const headers = { ...(opts.headers ?? {}) } as Record<string, string>;
+    if (token) headers.authorization = `Bearer ${token}`;
+    const res = await app.inject({ ...opts, headers });
+    const body = res.body;
+    if (body.includes('"apiKey"')) {
+      const key = (JSON.parse(body) as { apiKey?: string }).apiKey;
+      if (key) secrets.add(key);
+    }
+    validate(String(opts.method ?? "GET"), String(opts.url), res);
+    return res;
+  };
+
+  return {
+    app,
+    services: wired.services,
+    config,
+    db: testDb.db,
+    issuer,
+    logs,
+    request,
+    secrets,
+    async token(email) {
+      const t = await issuer.issue(email);
+      secrets.add(t);
+      return t;
+    },
+    async close() {
+      await app.close();
+      await wired.close();
+      const leaked = [...secrets].filter((s) => logs.some((line) => line.includes(s)));
+      assert.deepEqual(leaked.map((s) => `${s.slice(0, 8)}…`), [], "a secret reached the logs");
+      if (ownDb) await ownDb.drop();
+    },
+  };
+}
+
+/** Creates an organization, a project and (optionally) a key; returns what tests need. */
+export async function seedProject(
+  t: TestApp,
+  opts: { email?: string; slug?: string; projectId?: string; rateLimit?: number; scopes?: string[] } = {},
+) {
+  const ownerToken = await t.token(opts.email ?? "owner@example.com");
+  const slug = opts.slug ?? `org-${randomBytes(3).toString("hex")}`;
+  const org = await t.request({ method: "POST", url: "/orgs", token: ownerToken, payload: { name: slug, slug } });
+  assert.equal(org.statusCode, 201, org.body);
+  const projectId = opts.projectId ?? `p-${randomBytes(4).toString("hex")}`;
+  const project = await t.request({
+    method: "POST",
+    url: "/projects",
+    token: ownerToken,
+    payload: { id: projectId, name: "Test project", owner: slug },
+  });
+  assert.equal(project.statusCode, 201, project.body);
+  const key = await t.request({
+    method: "POST",
+    url: `/projects/${projectId}/apikeys`,
+    token: ownerToken,
+    payload: { rateLimit: opts.rateLimit ?? 1_000_000, ...(opts.scopes ? { scopes: opts.scopes } : {}) },
+  });
+  assert.equal(key.statusCode, 201, key.body);
+  return {
+    ownerToken,
+    slug,
+    orgId: (org.json() as { id: number }).id,
+    projectId,
+    apiKey: (key.json() as { apiKey: string }).apiKey,
+    depositAddress: (project.json() as { deposit_address: string }).deposit_address,
+  };
+}

@@ -1,0 +1,48 @@
+import assert from "node:assert/strict";
+import AjvModule from "ajv";
+import formatsModule from "ajv-formats";
+import type { LightMyRequestResponse } from "fastify";
+
+const Ajv = AjvModule.default;
+const addFormats = formatsModule.default;
+
+/**
+ * Checks every response a test receives against the OpenAPI document the app publishes: the
+ * route (by template), the status (documented or not) and the body (against its schema).
+ */
+export function responseValidator(spec: Record<string, unknown>) {
+  const ajv = new Ajv({ strict: false, allErrors: true, validateSchema: false });
+  addFormats(ajv);
+  ajv.addSchema(spec, "openapi");
+  const paths = spec.paths as Record<string, Record<string, { responses?: Record<string, unknown> }>>;
+  const templates = Object.keys(paths).map((template) => ({
+    template,
+    regex: new RegExp(`^${template.replace(/\{[^}]+\}/g, "[^/]+")}$`),
+  }));
+  const compiled = new Map<string, ReturnType<typeof ajv.compile>>();
+
+  return (method: string, url: string, res: LightMyRequestResponse) => {
+    const path = url.split("?")[0]!.replace(/\/$/, "") || "/";
+    const match = templates.find((t) => t.regex.test(path));
+    if (!match || path.startsWith("/docs")) return; // unknown routes answer a problem; checked by tests
+    const op = paths[match.template]?.[method.toLowerCase()];
+    if (!op) return;
+    const status = String(res.statusCode);
+    const documented = op.responses?.[status] as { content?: Record<string, unknown> } | undefined;
+    assert.ok(documented, `${method} ${match.template} answered ${status}, which the OpenAPI does not document`);
+    const mediaType = Object.keys(documented.content ?? {})[0];
+    if (!mediaType) return;
+    const pointer = `openapi#/paths/${escape(match.template)}/${method.toLowerCase()}/responses/${status}/content/${escape(mediaType)}/schema`;
+    let validate = compiled.get(pointer);
+    if (!validate) {
+      validate = ajv.compile({ $ref: pointer });
+      compiled.set(pointer, validate);
+    }
+    const body = res.body ? JSON.parse(res.body) : null;
+    assert.ok(validate(body), `${method} ${match.template} ${status} breaks its schema: ${ajv.errorsText(validate.errors)}`);
+  };
+}
+
+function escape(segment: string): string {
+  return segment.replaceAll("~", "~0").replaceAll("/", "~1");
+}
