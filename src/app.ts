@@ -28,7 +28,11 @@ export interface AppOptions {
 }
 
 /** Builds the HTTP app from its dependencies. It never listens: server.ts does, tests inject. */
-export async function buildApp({ services, logger = false, loggerInstance }: AppOptions): Promise<FastifyInstance> {
+export async function buildApp({
+  services,
+  logger = false,
+  loggerInstance,
+}: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger }),
     bodyLimit: BODY_LIMIT_BYTES,
@@ -40,7 +44,11 @@ export async function buildApp({ services, logger = false, loggerInstance }: App
 
   // JSON only: any other body type is refused with 415 instead of reaching a handler as text.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, app.getDefaultJsonParser("error", "error"));
+  app.addContentTypeParser(
+    "application/json",
+    { parseAs: "string" },
+    app.getDefaultJsonParser("error", "error"),
+  );
   app.setValidatorCompiler(validatorCompiler());
   app.addSchema(Problem);
   installErrorHandling(app);
@@ -54,7 +62,8 @@ export async function buildApp({ services, logger = false, loggerInstance }: App
       info: {
         title: "Gas Sponsorship Service",
         version: services.version,
-        description: "Authorizes sponsored ERC-4337 user operations and manages projects, keys and gas tanks.",
+        description:
+          "Authorizes sponsored ERC-4337 user operations and manages projects, keys and gas tanks.",
       },
       components: {
         securitySchemes: {

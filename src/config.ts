@@ -1,4 +1,4 @@
-import { isAddress, isHex, type Address, type Hex } from "viem";
+import { type Address, type Hex, isAddress, isHex } from "viem";
 
 /**
  * The one reader of the environment. Everything is validated here, once, at boot; the rest of the

@@ -32,7 +32,11 @@ async function main() {
   });
   await app.listen({ port: config.port, host: config.host });
   app.log.info(
-    { store: db.kind, rateLimits: wired.services.rateLimiter.shared ? "redis" : "memory", signer: wired.services.signer.address },
+    {
+      store: db.kind,
+      rateLimits: wired.services.rateLimiter.shared ? "redis" : "memory",
+      signer: wired.services.signer.address,
+    },
     "gas sponsorship service ready",
   );
 

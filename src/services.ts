@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
-import { generatePrivateKey } from "viem/accounts";
 import type { Hex } from "viem";
+import { generatePrivateKey } from "viem/accounts";
 import { apiKeyResolver } from "./api-keys/resolver.ts";
 import type { Config } from "./config.ts";
 import type { Services } from "./context.ts";
@@ -38,7 +38,8 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     : memoryRateLimiter();
   const tokens: TokenVerifier = config.oidc ? oidcVerifier(config.oidc) : await localIssuer(config.dataDir);
   const signerKey =
-    config.signerPrivateKey ?? (loadOrCreateSecret(config.dataDir, "signer.key", () => generatePrivateKey()) as Hex);
+    config.signerPrivateKey ??
+    (loadOrCreateSecret(config.dataDir, "signer.key", () => generatePrivateKey()) as Hex);
   const now = overrides.now ?? Date.now;
   const apiKeys = apiKeyResolver(db, config.keyCacheTtlMs, now);
   const readiness: ReadinessProbe[] = [databaseProbe(db)];
@@ -98,7 +99,10 @@ function redisProbe(limiter: RateLimiter): ReadinessProbe {
     async check() {
       return (await limiter.healthy())
         ? { status: "ok" }
-        : { status: "degraded", detail: "Redis unreachable: rate limits are counted per instance, in memory" };
+        : {
+            status: "degraded",
+            detail: "Redis unreachable: rate limits are counted per instance, in memory",
+          };
     },
   };
 }

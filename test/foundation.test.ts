@@ -54,7 +54,11 @@ describe("chains", () => {
 });
 
 describe("errors are problem+json, never 500", () => {
-  const problem = (res: { statusCode: number; headers: Record<string, unknown>; json(): unknown }, status: number, code: string) => {
+  const problem = (
+    res: { statusCode: number; headers: Record<string, unknown>; json(): unknown },
+    status: number,
+    code: string,
+  ) => {
     assert.equal(res.statusCode, status);
     assert.match(String(res.headers["content-type"]), /^application\/problem\+json/);
     const body = res.json() as Record<string, unknown>;
@@ -147,7 +151,10 @@ describe("walk-through", () => {
       method: "POST",
       url: `/projects/${seeded.projectId}/allowlist`,
       token: seeded.ownerToken,
-      payload: { targetContract: "0x5FbDB2315678afecb367f032d93F642f64180aa3", functionSelector: "0xa0712d68" },
+      payload: {
+        targetContract: "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+        functionSelector: "0xa0712d68",
+      },
     });
     assert.equal(res.statusCode, 201);
     assert.equal(res.json().target_contract, "0x5fbdb2315678afecb367f032d93f642f64180aa3");

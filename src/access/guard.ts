@@ -1,8 +1,15 @@
 import type { FastifyRequest } from "fastify";
 import type { Queryable } from "../db/db.ts";
-import { requireDeveloper, requirePrincipal } from "../identity/authenticate.ts";
 import { ApiError, forbidden, notFound } from "../http/problem.ts";
-import { type OrgAction, type ProjectAction, type Role, orgRoleAllows, roleAllows, scopeAllows } from "./roles.ts";
+import { requireDeveloper, requirePrincipal } from "../identity/authenticate.ts";
+import {
+  type OrgAction,
+  orgRoleAllows,
+  type ProjectAction,
+  type Role,
+  roleAllows,
+  scopeAllows,
+} from "./roles.ts";
 
 /**
  * The doors of every project and organization route. A project the caller cannot see answers

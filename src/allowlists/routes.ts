@@ -15,14 +15,18 @@ const Entry = Type.Object(
   },
   { $id: "AllowlistEntry" },
 );
-const Pair = Type.Object({ targetContract: Address, functionSelector: Selector }, { additionalProperties: false });
+const Pair = Type.Object(
+  { targetContract: Address, functionSelector: Selector },
+  { additionalProperties: false },
+);
 
 /**
  * Addresses are stored lower-case. A mixed-case address must carry a valid EIP-55 checksum:
  * a typo in a checksummed address is caught rather than allowlisting a contract nobody meant.
  */
 export function normaliseAddress(value: string): string {
-  const mixed = value.slice(2) !== value.slice(2).toLowerCase() && value.slice(2) !== value.slice(2).toUpperCase();
+  const mixed =
+    value.slice(2) !== value.slice(2).toLowerCase() && value.slice(2) !== value.slice(2).toUpperCase();
   if (mixed && (!isAddress(value, { strict: true }) || getAddress(value) !== value)) {
     throw invalid(`'${value}' fails its EIP-55 checksum`);
   }
@@ -35,7 +39,14 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
 
   app.get(
     "/projects/:id/allowlist",
-    { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Type.Array(Entry) }) } },
+    {
+      schema: {
+        tags,
+        security: bearer,
+        params: ProjectParams,
+        response: responses({ 200: Type.Array(Entry) }),
+      },
+    },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       return listEntries(db, request.params.id);

@@ -9,7 +9,9 @@ const Overview = Type.Object({
   totalGasSaved: Wei,
   activeUsers: Type.Integer({ description: "Distinct senders with a settled operation in the last 30 days" }),
   today: Type.Object({ sponsored: Type.Integer(), dailyCapRemaining: Wei }),
-  topContracts: Type.Array(Type.Object({ address: Type.String(), calls: Type.Integer(), gasUsed: Type.String() })),
+  topContracts: Type.Array(
+    Type.Object({ address: Type.String(), calls: Type.Integer(), gasUsed: Type.String() }),
+  ),
 });
 const Status = Type.Union(["pending", "success", "reverted", "expired"].map((s) => Type.Literal(s)));
 const Event = Type.Object(

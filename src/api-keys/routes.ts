@@ -3,7 +3,7 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { forbidden, notFound } from "../http/problem.ts";
 import { bearer, NullableTimestamp, ProjectParams, responses, Timestamp } from "../http/schemas.ts";
-import { type Scope, SCOPES } from "./format.ts";
+import { SCOPES, type Scope } from "./format.ts";
 import { createApiKey, listApiKeys, revokeApiKey } from "./store.ts";
 
 const ScopeSchema = Type.Union(SCOPES.map((s) => Type.Literal(s)));

@@ -36,7 +36,11 @@ export async function listApiKeys(db: Queryable, projectId: string): Promise<Api
 }
 
 /** Revokes a key of the project; false when there is no such key. Revoking twice is harmless. */
-export async function revokeApiKey(db: Queryable, projectId: string, keyId: number): Promise<ApiKeyRecord | null> {
+export async function revokeApiKey(
+  db: Queryable,
+  projectId: string,
+  keyId: number,
+): Promise<ApiKeyRecord | null> {
   const rows = await db.query<Row>(
     `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
      WHERE project_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
@@ -58,7 +62,9 @@ export async function findActiveKey(db: Queryable, digest: string): Promise<Acti
     [digest],
   );
   const row = rows[0];
-  return row ? { id: row.id, projectId: row.project_id, rateLimit: row.rate_limit, scopes: row.scopes } : null;
+  return row
+    ? { id: row.id, projectId: row.project_id, rateLimit: row.rate_limit, scopes: row.scopes }
+    : null;
 }
 
 export async function touchApiKeys(db: Queryable, ids: number[]): Promise<void> {

@@ -44,7 +44,10 @@ export const fundingRoutes: RoutePlugin = async (app, { services }) => {
         security: bearer,
         summary: "The project's deposit address on a chain, provisioned on first request",
         params: Type.Object(
-          { id: Type.String({ maxLength: 200 }), chainId: Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1 }) },
+          {
+            id: Type.String({ maxLength: 200 }),
+            chainId: Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1 }),
+          },
           { additionalProperties: false },
         ),
         response: responses({ 200: FundingAccount }),

@@ -32,11 +32,17 @@ export async function provisionFundingAccount(
   projectId: string,
   chainId: number,
 ): Promise<FundingAccount> {
-  const existing = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [projectId, chainId]);
+  const existing = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [
+    projectId,
+    chainId,
+  ]);
   if (existing[0]) return toAccount(existing[0]);
   // Serialise provisioning per project so two first calls cannot take two indexes.
   await tx.query("SELECT id FROM projects WHERE id = $1 FOR UPDATE", [projectId]);
-  const again = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [projectId, chainId]);
+  const again = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [
+    projectId,
+    chainId,
+  ]);
   if (again[0]) return toAccount(again[0]);
   const [{ index }] = (await tx.query<{ index: number }>(
     "SELECT nextval('funding_derivation_index')::int AS index",
@@ -45,7 +51,10 @@ export async function provisionFundingAccount(
     "INSERT INTO funding_accounts (project_id, chain_id, address, derivation_index) VALUES ($1, $2, $3, $4)",
     [projectId, chainId, deriver.addressAt(index), index],
   );
-  const rows = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [projectId, chainId]);
+  const rows = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [
+    projectId,
+    chainId,
+  ]);
   return toAccount(rows[0]!);
 }
 

@@ -21,7 +21,12 @@ export const healthRoutes: RoutePlugin = async (app, { services }) => {
         tags: ["health"],
         summary: "Liveness",
         response: responses({
-          200: Type.Object({ status: Type.String(), timestamp: Timestamp, service: Type.String(), version: Type.String() }),
+          200: Type.Object({
+            status: Type.String(),
+            timestamp: Timestamp,
+            service: Type.String(),
+            version: Type.String(),
+          }),
         }),
       },
     },
@@ -46,7 +51,9 @@ export const healthRoutes: RoutePlugin = async (app, { services }) => {
       },
     },
     async (_request, reply) => {
-      const results = await Promise.all(services.readiness.map(async (p) => [p.name, await p.check()] as const));
+      const results = await Promise.all(
+        services.readiness.map(async (p) => [p.name, await p.check()] as const),
+      );
       const checks = Object.fromEntries(results);
       const down = results.some(([, r]) => r.status === "down");
       const degraded = results.some(([, r]) => r.status === "degraded");

@@ -11,7 +11,11 @@ const FRAMEWORK_ERRORS: Record<string, { status: number; code: string; detail?: 
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, code: "invalid_request" },
   FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, code: "payload_too_large", detail: "request body is too large" },
   FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, code: "malformed_json", detail: "the JSON body is empty" },
-  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: "malformed_json", detail: "the body is not valid JSON" },
+  FST_ERR_CTP_INVALID_JSON_BODY: {
+    status: 400,
+    code: "malformed_json",
+    detail: "the body is not valid JSON",
+  },
   FST_ERR_CTP_EMPTY_TYPE: { status: 415, code: "unsupported_media_type" },
   FST_ERR_CTP_INVALID_TYPE: { status: 415, code: "unsupported_media_type" },
   FST_ERR_BAD_URL: { status: 400, code: "invalid_request", detail: "the URL is malformed" },
@@ -42,14 +46,21 @@ export function installErrorHandling(app: FastifyInstance) {
     }
     const known = err.code ? FRAMEWORK_ERRORS[err.code] : undefined;
     if (known) return sendProblem(reply, known.status, known.code, known.detail ?? err.message);
-    if (err instanceof SyntaxError) return sendProblem(reply, 400, "malformed_json", "the body is not valid JSON");
+    if (err instanceof SyntaxError)
+      return sendProblem(reply, 400, "malformed_json", "the body is not valid JSON");
     const status = err.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       return sendProblem(reply, status, "invalid_request", err.message);
     }
     request.log.error({ err }, "unhandled error");
-    if (status === 503) return sendProblem(reply, 503, "unavailable", "a dependency is unavailable, retry shortly");
-    return sendProblem(reply, 500, "internal_error", "an internal error occurred; quote the requestId to support");
+    if (status === 503)
+      return sendProblem(reply, 503, "unavailable", "a dependency is unavailable, retry shortly");
+    return sendProblem(
+      reply,
+      500,
+      "internal_error",
+      "an internal error occurred; quote the requestId to support",
+    );
   });
 
   app.setNotFoundHandler((request, reply) =>

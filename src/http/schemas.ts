@@ -16,7 +16,10 @@ export const Wei = Type.String({ pattern: "^(0|[1-9][0-9]{0,77})$", description:
 export const Timestamp = Type.String({ format: "date-time", description: "ISO 8601 UTC" });
 export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 export const ProjectId = Type.String({ pattern: "^[a-z0-9_-]{3,64}$", description: "Project id" });
-export const ProjectParams = Type.Object({ id: Type.String({ maxLength: 200 }) }, { additionalProperties: false });
+export const ProjectParams = Type.Object(
+  { id: Type.String({ maxLength: 200 }) },
+  { additionalProperties: false },
+);
 
 const errorCodes = [400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503] as const;
 

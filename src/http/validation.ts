@@ -12,8 +12,18 @@ const Ajv = AjvModule.default;
 const addFormats = formatsModule.default;
 
 export function validatorCompiler(): FastifySchemaCompiler<unknown> {
-  const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: true });
-  const coercing = new Ajv({ allErrors: false, coerceTypes: true, removeAdditional: false, useDefaults: true });
+  const strict = new Ajv({
+    allErrors: false,
+    coerceTypes: false,
+    removeAdditional: false,
+    useDefaults: true,
+  });
+  const coercing = new Ajv({
+    allErrors: false,
+    coerceTypes: true,
+    removeAdditional: false,
+    useDefaults: true,
+  });
   for (const ajv of [strict, coercing]) {
     addFormats(ajv);
     ajv.addKeyword("example");

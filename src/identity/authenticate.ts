@@ -35,10 +35,17 @@ async function principalOf(request: FastifyRequest, services: Services): Promise
   if (credential.startsWith(KEY_PREFIX)) {
     const key = await services.apiKeys.resolve(credential);
     if (!key) throw new ApiError(401, "unauthorized", "the API key is invalid or revoked", wwwAuthenticate);
-    return { kind: "apiKey", keyId: key.id, projectId: key.projectId, scopes: key.scopes, rateLimit: key.rateLimit };
+    return {
+      kind: "apiKey",
+      keyId: key.id,
+      projectId: key.projectId,
+      scopes: key.scopes,
+      rateLimit: key.rateLimit,
+    };
   }
   const identity = await services.tokens.verify(credential);
-  if (!identity) throw new ApiError(401, "unauthorized", "the access token is invalid or expired", wwwAuthenticate);
+  if (!identity)
+    throw new ApiError(401, "unauthorized", "the access token is invalid or expired", wwwAuthenticate);
   const developerId = await resolveDeveloper(services.db, identity);
   return { kind: "developer", developerId, email: identity.email };
 }

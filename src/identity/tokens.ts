@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import {
+  type CryptoKey,
   createRemoteJWKSet,
   exportJWK,
   generateKeyPair,
@@ -7,7 +8,6 @@ import {
   type JWTPayload,
   type JWTVerifyGetKey,
   jwtVerify,
-  type CryptoKey,
   SignJWT,
 } from "jose";
 import type { OidcConfig } from "../config.ts";

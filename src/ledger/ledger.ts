@@ -41,25 +41,26 @@ export async function reserve(db: Queryable, r: Reservation): Promise<ReserveOut
   assert.ok(r.validUntilSec > r.validAfterSec, "validUntil must be after validAfter");
   for (let attempt = 0; ; attempt++) {
     try {
-      const rows = await db.query<{ outcome: string; stored_digest: string | null; stored_response: string | null }>(
-        "SELECT * FROM reserve_sponsorship($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-        [
-          r.projectId,
-          r.clientNonce,
-          r.requestDigest,
-          r.authId,
-          r.apiKeyId,
-          r.chainId,
-          r.sender,
-          r.target,
-          r.selector,
-          r.estimatedGas.toString(),
-          r.maxGasCostWei.toString(),
-          r.validAfterSec,
-          r.validUntilSec,
-          r.response,
-        ],
-      );
+      const rows = await db.query<{
+        outcome: string;
+        stored_digest: string | null;
+        stored_response: string | null;
+      }>("SELECT * FROM reserve_sponsorship($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)", [
+        r.projectId,
+        r.clientNonce,
+        r.requestDigest,
+        r.authId,
+        r.apiKeyId,
+        r.chainId,
+        r.sender,
+        r.target,
+        r.selector,
+        r.estimatedGas.toString(),
+        r.maxGasCostWei.toString(),
+        r.validAfterSec,
+        r.validUntilSec,
+        r.response,
+      ]);
       const row = rows[0]!;
       if (row.outcome === "replay") {
         return { kind: "replay", requestDigest: row.stored_digest, response: row.stored_response };

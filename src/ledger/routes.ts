@@ -1,9 +1,9 @@
 import { Type } from "@sinclair/typebox";
 import { authorizeOrg, authorizeProject } from "../access/guard.ts";
+import { scopeAllows } from "../access/roles.ts";
+import type { Scope } from "../api-keys/format.ts";
 import type { RoutePlugin } from "../context.ts";
 import type { Queryable } from "../db/db.ts";
-import type { Scope } from "../api-keys/format.ts";
-import { scopeAllows } from "../access/roles.ts";
 import { forbidden } from "../http/problem.ts";
 import { bearer, ProjectParams, responses, Timestamp } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";

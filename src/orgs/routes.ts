@@ -4,8 +4,8 @@ import { ROLES, type Role } from "../access/roles.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, conflict, notFound } from "../http/problem.ts";
 import { bearer, responses, Timestamp } from "../http/schemas.ts";
-import { developerByEmail } from "../identity/developers.ts";
 import { requireDeveloper } from "../identity/authenticate.ts";
+import { developerByEmail } from "../identity/developers.ts";
 import { decideMemberUpsert } from "./policy.ts";
 import {
   countOwners,
@@ -82,7 +82,9 @@ export const orgRoutes: RoutePlugin = async (app, { services }) => {
 
   app.get(
     "/orgs/:orgId/members",
-    { schema: { tags, security: bearer, params: OrgParams, response: responses({ 200: Type.Array(Member) }) } },
+    {
+      schema: { tags, security: bearer, params: OrgParams, response: responses({ 200: Type.Array(Member) }) },
+    },
     async (request) => {
       const { orgId } = await authorizeOrg(db, request, request.params.orgId, "org:read");
       return listMembers(db, orgId);
@@ -155,7 +157,11 @@ async function applyRole(
     ownerCount: await countOwners(tx, access.orgId),
   });
   if (decision.kind === "deny") {
-    throw new ApiError(decision.status, decision.status === 409 ? "last_owner" : "forbidden", decision.detail);
+    throw new ApiError(
+      decision.status,
+      decision.status === 409 ? "last_owner" : "forbidden",
+      decision.detail,
+    );
   }
   await upsertMember(tx, access.orgId, developerId, newRole);
 }

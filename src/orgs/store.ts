@@ -32,7 +32,13 @@ export async function insertOrg(
     org.id,
     o.ownerId,
   ]);
-  return { id: org.id, name: org.name, slug: org.slug, role: "owner", created_at: org.created_at.toISOString() };
+  return {
+    id: org.id,
+    name: org.name,
+    slug: org.slug,
+    role: "owner",
+    created_at: org.created_at.toISOString(),
+  };
 }
 
 export async function listOrgsOf(db: Queryable, developerId: number): Promise<OrgRecord[]> {
@@ -53,7 +59,11 @@ export async function listMembers(db: Queryable, orgId: number): Promise<MemberR
   return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
 }
 
-export async function getMember(db: Queryable, orgId: number, developerId: number): Promise<MemberRecord | null> {
+export async function getMember(
+  db: Queryable,
+  orgId: number,
+  developerId: number,
+): Promise<MemberRecord | null> {
   const rows = await db.query<{ developer_id: number; email: string; role: Role; created_at: Date }>(
     `SELECT m.developer_id, d.email, m.role, m.created_at FROM org_members m
      JOIN developers d ON d.id = m.developer_id WHERE m.org_id = $1 AND m.developer_id = $2`,
@@ -75,7 +85,12 @@ export async function countOwners(tx: Queryable, orgId: number): Promise<number>
   return rows[0]!.n;
 }
 
-export async function upsertMember(tx: Queryable, orgId: number, developerId: number, role: Role): Promise<void> {
+export async function upsertMember(
+  tx: Queryable,
+  orgId: number,
+  developerId: number,
+  role: Role,
+): Promise<void> {
   await tx.query(
     `INSERT INTO org_members (org_id, developer_id, role) VALUES ($1, $2, $3)
      ON CONFLICT (org_id, developer_id) DO UPDATE SET role = EXCLUDED.role`,

@@ -13,7 +13,10 @@ export interface ProjectRecord {
   created_at: string;
 }
 
-export type ProjectListItem = Pick<ProjectRecord, "id" | "name" | "deposit_address" | "gas_tank_balance" | "created_at">;
+export type ProjectListItem = Pick<
+  ProjectRecord,
+  "id" | "name" | "deposit_address" | "gas_tank_balance" | "created_at"
+>;
 
 const COLUMNS =
   "id, name, owner, org_id, deposit_address, gas_tank_balance, daily_cap, validity_ttl_sec, created_at";
@@ -80,7 +83,11 @@ export interface ProjectPatch {
   validityTtlSec?: number;
 }
 
-export async function updateProject(db: Queryable, id: string, patch: ProjectPatch): Promise<ProjectRecord | null> {
+export async function updateProject(
+  db: Queryable,
+  id: string,
+  patch: ProjectPatch,
+): Promise<ProjectRecord | null> {
   const sets: string[] = [];
   const params: unknown[] = [id];
   const set = (column: string, value: unknown) => {
@@ -91,7 +98,10 @@ export async function updateProject(db: Queryable, id: string, patch: ProjectPat
   if (patch.dailyCapWei !== undefined) set("daily_cap", patch.dailyCapWei?.toString() ?? null);
   if (patch.validityTtlSec !== undefined) set("validity_ttl_sec", patch.validityTtlSec);
   if (sets.length === 0) return getProject(db, id);
-  const rows = await db.query<Row>(`UPDATE projects SET ${sets.join(", ")} WHERE id = $1 RETURNING ${COLUMNS}`, params);
+  const rows = await db.query<Row>(
+    `UPDATE projects SET ${sets.join(", ")} WHERE id = $1 RETURNING ${COLUMNS}`,
+    params,
+  );
   return rows[0] ? toRecord(rows[0]) : null;
 }
 

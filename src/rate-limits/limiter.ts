@@ -24,7 +24,11 @@ export interface RateLimiter {
 export const WINDOW_SEC = 60;
 
 export function memoryRateLimiter(): RateLimiter {
-  return limiterWith(false, (points) => new RateLimiterMemory({ points, duration: WINDOW_SEC }), async () => true);
+  return limiterWith(
+    false,
+    (points) => new RateLimiterMemory({ points, duration: WINDOW_SEC }),
+    async () => true,
+  );
 }
 
 export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {

@@ -7,7 +7,13 @@ import type { ChainConfig } from "../config.ts";
 export const MAX_ESTIMATED_GAS = 30_000_000n;
 
 export type Quote =
-  | { kind: "quote"; maxGasCostWei: bigint; validAfterSec: number; validUntilSec: number; paymaster: `0x${string}` }
+  | {
+      kind: "quote";
+      maxGasCostWei: bigint;
+      validAfterSec: number;
+      validUntilSec: number;
+      paymaster: `0x${string}`;
+    }
   | { kind: "denied"; status: 400 | 503; code: "unsupported_chain" | "chain_not_configured"; detail: string };
 
 export function quote(input: {
@@ -19,7 +25,12 @@ export function quote(input: {
 }): Quote {
   const { chain } = input;
   if (!chain || !chain.active) {
-    return { kind: "denied", status: 400, code: "unsupported_chain", detail: `chain ${input.chainId} is not supported` };
+    return {
+      kind: "denied",
+      status: 400,
+      code: "unsupported_chain",
+      detail: `chain ${input.chainId} is not supported`,
+    };
   }
   if (!chain.paymaster) {
     return {

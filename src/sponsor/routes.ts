@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { Type } from "@sinclair/typebox";
-import { type Address, type Hex, bytesToHex } from "viem";
+import { type Address, bytesToHex, type Hex } from "viem";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin, Services } from "../context.ts";
 import { ApiError } from "../http/problem.ts";
@@ -28,7 +28,10 @@ const AuthorizeBody = Type.Object(
     }),
     chainId: Type.Integer({ minimum: 1, maximum: 2 ** 53 - 1 }),
     clientNonce: Type.Optional(
-      Type.String({ pattern: "^[A-Za-z0-9._:-]{1,128}$", description: "Idempotency key, kept 24 h per project" }),
+      Type.String({
+        pattern: "^[A-Za-z0-9._:-]{1,128}$",
+        description: "Idempotency key, kept 24 h per project",
+      }),
     ),
   },
   // Unknown fields are ignored here, so clients may send extra context without breaking.
@@ -97,7 +100,10 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
       const signature = services.signer.signDigest(sponsorshipDigest(domain, sponsorship));
       const paymasterAndData = encodePaymasterAndData(
         domain,
-        { verificationGasLimit: PAYMASTER_VERIFICATION_GAS_LIMIT, postOpGasLimit: PAYMASTER_POST_OP_GAS_LIMIT },
+        {
+          verificationGasLimit: PAYMASTER_VERIFICATION_GAS_LIMIT,
+          postOpGasLimit: PAYMASTER_POST_OP_GAS_LIMIT,
+        },
         sponsorship,
         signature,
       );
@@ -116,7 +122,9 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
         authorizationId: sponsorship.authId,
       });
       const nonce = body.clientNonce ?? null;
-      const requestDigest = nonce ? digestOf(body.projectId, sender, target, selector, body.estimatedGas, body.chainId) : null;
+      const requestDigest = nonce
+        ? digestOf(body.projectId, sender, target, selector, body.estimatedGas, body.chainId)
+        : null;
 
       const outcome = await reserve(services.db, {
         projectId: body.projectId,
@@ -151,7 +159,11 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
         case "insufficient_balance":
           throw new ApiError(402, "insufficient_balance", "the gas tank cannot cover maxGasCost");
         case "daily_cap_exceeded":
-          throw new ApiError(402, "daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
+          throw new ApiError(
+            402,
+            "daily_cap_exceeded",
+            "this sponsorship would exceed the project's daily cap",
+          );
       }
     },
   );

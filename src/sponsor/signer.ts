@@ -65,7 +65,10 @@ export function createSigner(privateKey: Hex, options: { preferNative?: boolean 
       assert.equal(digestBytes.length, 32, "digest must be 32 bytes");
       const { rs, recovery } = backend.sign(digestBytes, priv);
       const recovered = backend.recover(digestBytes, rs, recovery);
-      assert.ok(Buffer.from(recovered).equals(Buffer.from(publicKey)), "signature does not recover to the signer");
+      assert.ok(
+        Buffer.from(recovered).equals(Buffer.from(publicKey)),
+        "signature does not recover to the signer",
+      );
       const out = new Uint8Array(65);
       out.set(rs, 0);
       out[64] = 27 + recovery;

@@ -134,7 +134,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       await app.close();
       await wired.close();
       const leaked = [...secrets].filter((s) => logs.some((line) => line.includes(s)));
-      assert.deepEqual(leaked.map((s) => `${s.slice(0, 8)}…`), [], "a secret reached the logs");
+      assert.deepEqual(
+        leaked.map((s) => `${s.slice(0, 8)}…`),
+        [],
+        "a secret reached the logs",
+      );
       if (ownDb) await ownDb.drop();
     },
   };
@@ -147,7 +151,12 @@ export async function seedProject(
 ) {
   const ownerToken = await t.token(opts.email ?? "owner@example.com");
   const slug = opts.slug ?? `org-${randomBytes(3).toString("hex")}`;
-  const org = await t.request({ method: "POST", url: "/orgs", token: ownerToken, payload: { name: slug, slug } });
+  const org = await t.request({
+    method: "POST",
+    url: "/orgs",
+    token: ownerToken,
+    payload: { name: slug, slug },
+  });
   assert.equal(org.statusCode, 201, org.body);
   const projectId = opts.projectId ?? `p-${randomBytes(4).toString("hex")}`;
   const project = await t.request({

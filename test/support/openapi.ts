@@ -29,20 +29,26 @@ export function responseValidator(spec: Record<string, unknown>) {
     if (!op) return;
     const status = String(res.statusCode);
     const documented = op.responses?.[status] as { content?: Record<string, unknown> } | undefined;
-    assert.ok(documented, `${method} ${match.template} answered ${status}, which the OpenAPI does not document`);
+    assert.ok(
+      documented,
+      `${method} ${match.template} answered ${status}, which the OpenAPI does not document`,
+    );
     const mediaType = Object.keys(documented.content ?? {})[0];
     if (!mediaType) return;
-    const pointer = `openapi#/paths/${escape(match.template)}/${method.toLowerCase()}/responses/${status}/content/${escape(mediaType)}/schema`;
+    const pointer = `openapi#/paths/${escapePointer(match.template)}/${method.toLowerCase()}/responses/${status}/content/${escapePointer(mediaType)}/schema`;
     let validate = compiled.get(pointer);
     if (!validate) {
       validate = ajv.compile({ $ref: pointer });
       compiled.set(pointer, validate);
     }
     const body = res.body ? JSON.parse(res.body) : null;
-    assert.ok(validate(body), `${method} ${match.template} ${status} breaks its schema: ${ajv.errorsText(validate.errors)}`);
+    assert.ok(
+      validate(body),
+      `${method} ${match.template} ${status} breaks its schema: ${ajv.errorsText(validate.errors)}`,
+    );
   };
 }
 
-function escape(segment: string): string {
+function escapePointer(segment: string): string {
   return segment.replaceAll("~", "~0").replaceAll("/", "~1");
 }

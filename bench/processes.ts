@@ -1,0 +1,146 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { openSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+/**
+ * Child processes the bench starts: the service itself and the floor app. Each runs as its own
+ * Node process with the tsx loader (what `tsx src/server.ts` does, minus tsx's extra wrapper
+ * process), so signals reach it directly and `BENCH_NODE_OPTIONS` (e.g. `--cpu-prof`) applies
+ * to it alone. Every child is tracked and stopped when the bench exits, however it exits.
+ */
+
+export const REPO_ROOT = fileURLToPath(new URL("../", import.meta.url));
+
+export interface Child {
+  readonly name: string;
+  readonly pid: number;
+  readonly baseUrl: string;
+  readonly logPath: string;
+  /** CPU time (user + system) the process has used so far, in milliseconds. */
+  cpuMs(): number;
+  stop(): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+
+/** Kills whatever is still running; installed once for exits and interrupts. */
+function killAll() {
+  for (const child of running) child.kill("SIGKILL");
+  running.clear();
+}
+process.on("exit", killAll);
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    killAll();
+    process.exit(130);
+  });
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface StartOptions {
+  name: string;
+  entry: string;
+  env: Record<string, string>;
+  logPath: string;
+  /** Path answering 200 once the process is ready. */
+  readyPath: string;
+  readyTimeoutMs?: number;
+}
+
+export async function startChild(opts: StartOptions): Promise<Child> {
+  const port = await freePort();
+  const log = openSync(opts.logPath, "a");
+  const nodeArgs = (process.env.BENCH_NODE_OPTIONS ?? "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", opts.entry], {
+    cwd: REPO_ROOT,
+    env: { ...opts.env, PORT: String(port), HOST: "127.0.0.1" },
+    stdio: ["ignore", log, log],
+  });
+  running.add(child);
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.once("exit", () => running.delete(child));
+  const baseUrl = `http://127.0.0.1:${port}`;
+  await waitReady(opts.name, child, `${baseUrl}${opts.readyPath}`, opts.logPath, opts.readyTimeoutMs ?? 60_000);
+  const pid = child.pid!;
+  return {
+    name: opts.name,
+    pid,
+    baseUrl,
+    logPath: opts.logPath,
+    cpuMs: () => processCpuMs(pid),
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function waitReady(name: string, child: ChildProcess, url: string, logPath: string, timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`${name} exited during start-up; its log (${logPath}):\n${tail(logPath)}`);
+    }
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await res.arrayBuffer();
+      if (res.ok) return;
+    } catch {
+      // Not listening yet.
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill("SIGKILL");
+  throw new Error(`${name} was not ready within ${timeoutMs} ms; its log (${logPath}):\n${tail(logPath)}`);
+}
+
+function tail(path: string, lines = 30): string {
+  try {
+    return readFileSync(path, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+  } catch {
+    return "(no log)";
+  }
+}
+
+/** utime + stime of a process from /proc, in ms (Linux); NaN where /proc is unavailable. */
+export function processCpuMs(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicksPerSec;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+// USER_HZ is 100 on every mainstream Linux build; /proc exposes no portable way to read it.
+const clockTicksPerSec = 100;
+
+/** Busy and total jiffies of the whole machine (all cores), from /proc/stat. */
+export function machineCpu(): { busy: number; total: number } {
+  try {
+    const first = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+    const v = first.trim().split(/\s+/).slice(1).map(Number);
+    const idle = (v[3] ?? 0) + (v[4] ?? 0);
+    const total = v.reduce((a, b) => a + b, 0);
+    return { busy: total - idle, total };
+  } catch {
+    return { busy: Number.NaN, total: Number.NaN };
+  }
+}
