@@ -1,0 +1,203 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import fc from "fast-check";
+import { creditDeposit, release, reserve, settle } from "../src/ledger/ledger.ts";
+import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+const TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+const SELECTOR = "0xa0712d68";
+
+async function allowlisted(p: { projectId: string; ownerToken: string }) {
+  const res = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/allowlist`,
+    token: p.ownerToken,
+    payload: { targetContract: TARGET, functionSelector: SELECTOR },
+  });
+  assert.equal(res.statusCode, 201);
+}
+
+function reservation(projectId: string, costWei: bigint) {
+  return {
+    projectId,
+    clientNonce: null,
+    requestDigest: null,
+    authId: `0x${randomBytes(32).toString("hex")}`,
+    apiKeyId: null,
+    chainId: 14601,
+    sender: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+    target: TARGET,
+    selector: SELECTOR,
+    estimatedGas: 100_000n,
+    maxGasCostWei: costWei,
+    validAfterSec: 1_800_000_000,
+    validUntilSec: 1_800_000_300,
+    response: null,
+  };
+}
+
+async function state(projectId: string) {
+  const [row] = await t.db.query<{ cached: string; ledger: string }>(
+    `SELECT p.gas_tank_balance::text AS cached,
+       COALESCE((SELECT sum(amount) FROM ledger_entries WHERE project_id = p.id), 0)::text AS ledger
+     FROM projects p WHERE p.id = $1`,
+    [projectId],
+  );
+  return { cached: BigInt(row!.cached), ledger: BigInt(row!.ledger) };
+}
+
+type Op =
+  | { kind: "deposit"; amount: bigint; ref: number }
+  | { kind: "reserve"; cost: bigint }
+  | { kind: "settle"; pick: number; fraction: number; reverted: boolean }
+  | { kind: "release"; pick: number };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ kind: fc.constant("deposit" as const), amount: fc.bigInt(1n, 10n ** 20n), ref: fc.integer({ min: 0, max: 5 }) }),
+  fc.record({ kind: fc.constant("reserve" as const), cost: fc.bigInt(0n, 10n ** 19n) }),
+  fc.record({
+    kind: fc.constant("settle" as const),
+    pick: fc.nat(),
+    fraction: fc.integer({ min: 0, max: 100 }),
+    reverted: fc.boolean(),
+  }),
+  fc.record({ kind: fc.constant("release" as const), pick: fc.nat() }),
+);
+
+describe("gas tank ledger laws", () => {
+  it("over random reserve/settle/release/deposit sequences (with repeats) the balance never goes negative and equals the sum of the entries", async () => {
+    const seeded = await seedProject(t);
+    await allowlisted(seeded);
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), async (ops) => {
+        // Each run gets its own project, so runs cannot interfere.
+        const projectId = `law-${run++}-${randomBytes(3).toString("hex")}`;
+        await t.db.query(
+          "INSERT INTO projects (id, org_id, owner, name, deposit_address) SELECT $1, org_id, owner, 'law', $2 FROM projects WHERE id = $3",
+          [projectId, `0x${randomBytes(20).toString("hex")}`, seeded.projectId],
+        );
+        await t.db.query(
+          "INSERT INTO allowlist_entries (project_id, target_contract, function_selector) VALUES ($1, $2, $3)",
+          [projectId, TARGET, SELECTOR],
+        );
+        let model = 0n;
+        const pending: { authId: string; cost: bigint }[] = [];
+        const done: { authId: string; cost: bigint }[] = [];
+        const depositsSeen = new Set<number>();
+        for (const op of ops) {
+          if (op.kind === "deposit") {
+            const applied = await creditDeposit(t.db, { projectId, reference: `${projectId}:${op.ref}`, amountWei: op.amount });
+            assert.equal(applied, !depositsSeen.has(op.ref), "a deposit reference is credited exactly once");
+            if (applied) model += op.amount;
+            depositsSeen.add(op.ref);
+          } else if (op.kind === "reserve") {
+            const r = reservation(projectId, op.cost);
+            const outcome = await reserve(t.db, r);
+            assert.equal(outcome.kind, model >= op.cost ? "reserved" : "insufficient_balance");
+            if (outcome.kind === "reserved") {
+              model -= op.cost;
+              pending.push({ authId: r.authId, cost: op.cost });
+            }
+          } else {
+            const pool = [...pending, ...done];
+            if (pool.length === 0) continue;
+            const target = pool[op.pick % pool.length]!;
+            const isPending = pending.includes(target);
+            let applied: boolean;
+            if (op.kind === "settle") {
+              const actual = (target.cost * BigInt(op.fraction)) / 100n;
+              applied = await settle(t.db, {
+                authId: target.authId,
+                outcome: op.reverted ? "reverted" : "success",
+                actualGasUsed: 21_000n,
+                actualGasCostWei: actual,
+              });
+              if (applied) model += target.cost - actual;
+            } else {
+              applied = await release(t.db, target.authId);
+              if (applied) model += target.cost;
+            }
+            assert.equal(applied, isPending, "settle and release apply once, and only to open reservations");
+            if (applied) {
+              pending.splice(pending.indexOf(target), 1);
+              done.push(target);
+            }
+          }
+          const s = await state(projectId);
+          assert.ok(s.cached >= 0n, "the balance never goes negative");
+          assert.equal(s.cached, s.ledger, "the cached balance equals the sum of the entries");
+          assert.equal(s.cached, model, "the balance matches the model");
+        }
+      }),
+      { numRuns: 25 },
+    );
+  });
+
+  it("the ledger is append-only: the database refuses to update or delete an entry", async () => {
+    const p = await seedProject(t);
+    await creditDeposit(t.db, { projectId: p.projectId, reference: "append-only", amountWei: 5n });
+    await assert.rejects(t.db.query("UPDATE ledger_entries SET amount = 500 WHERE reference = 'append-only'"), /append-only/);
+    await assert.rejects(t.db.query("DELETE FROM ledger_entries WHERE reference = 'append-only'"), /append-only/);
+  });
+
+  it("a CHECK keeps the cached balance from ever going below zero", async () => {
+    const p = await seedProject(t);
+    await assert.rejects(
+      t.db.query("UPDATE projects SET gas_tank_balance = gas_tank_balance - 1 WHERE id = $1", [p.projectId]),
+      /check/i,
+    );
+  });
+});
+
+describe("funds parity", () => {
+  it("reports drift after the cached balance is changed behind the service's back, and filters with onlyDrift", async () => {
+    const token = await t.token("parity@example.com");
+    const slug = `parity-${randomBytes(3).toString("hex")}`;
+    assert.equal((await t.request({ method: "POST", url: "/orgs", token, payload: { name: "P", slug } })).statusCode, 201);
+    for (const id of ["par-a", "par-b", "par-c"]) {
+      const res = await t.request({ method: "POST", url: "/projects", token, payload: { id, name: id, owner: slug } });
+      assert.equal(res.statusCode, 201);
+      await creditDeposit(t.db, { projectId: id, reference: `parity:${id}`, amountWei: 1000n });
+    }
+    await t.db.query("UPDATE projects SET gas_tank_balance = 1234 WHERE id = 'par-b'");
+
+    const single = await t.request({ method: "GET", url: "/projects/par-b/funds/parity", token });
+    assert.deepEqual(single.json(), {
+      projectId: "par-b",
+      ledgerBalance: "1000",
+      cachedBalance: "1234",
+      delta: "234",
+      inSync: false,
+    });
+    const all = await t.request({ method: "GET", url: "/projects/funds/parity-report", token });
+    assert.equal(all.json().total, 3);
+    assert.equal(all.json().driftCount, 1);
+    assert.equal(all.json().projects.length, 3);
+    const drift = await t.request({ method: "GET", url: "/projects/funds/parity-report?onlyDrift=true", token });
+    assert.deepEqual(
+      drift.json().projects.map((p: { projectId: string }) => p.projectId),
+      ["par-b"],
+    );
+    const org = await t.request({ method: "GET", url: `/orgs/${slug}/funds/parity?onlyDrift=true`, token });
+    assert.equal(org.json().total, 3);
+    assert.deepEqual(
+      org.json().projects.map((p: { projectId: string }) => p.projectId),
+      ["par-b"],
+    );
+    const bad = await t.request({ method: "GET", url: `/orgs/${slug}/funds/parity?onlyDrift=maybe`, token });
+    assert.equal(bad.statusCode, 400);
+    const stranger = await t.token("stranger@example.com");
+    assert.equal((await t.request({ method: "GET", url: `/orgs/${slug}/funds/parity`, token: stranger })).statusCode, 404);
+    assert.equal((await t.request({ method: "GET", url: "/projects/par-b/funds/parity", token: stranger })).statusCode, 404);
+    const strangers = await t.request({ method: "GET", url: "/projects/funds/parity-report", token: stranger });
+    assert.equal(strangers.json().total, 0);
+  });
+});
