@@ -75,6 +75,8 @@ function identityFrom(payload: JWTPayload, issuer: string): VerifiedIdentity | n
 
 export interface LocalIssuer extends TokenVerifier {
   issue(email: string, ttlSec?: number): Promise<string>;
+  /** Signs arbitrary claims with the local key, so tests can prove each claim check bites. */
+  signForTest(claims: Record<string, unknown>): Promise<string>;
 }
 
 /**
@@ -105,5 +107,6 @@ export async function localIssuer(dataDir: string): Promise<LocalIssuer> {
         .setExpirationTime(`${ttlSec}s`)
         .sign(privateKey);
     },
+    signForTest: (claims) => new SignJWT(claims).setProtectedHeader({ alg: LOCAL_ALG }).sign(privateKey),
   };
 }
