@@ -19,6 +19,7 @@ export const SOLC_VERSION = "0.8.37";
 export const CONTRACT_SOURCES = {
   SponsorPaymaster: "contracts/SponsorPaymaster.sol",
   GameItems: "contracts/test/GameItems.sol",
+  ValueForwarder: "contracts/test/ValueForwarder.sol",
 } as const;
 
 export type ContractName = keyof typeof CONTRACT_SOURCES;

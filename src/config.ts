@@ -15,6 +15,10 @@ export interface ChainConfig {
   confirmations: number;
   maxFeePerGasWei: bigint;
   active: boolean;
+  /** How often the chain watchers (settlement, deposits) poll the RPC. */
+  pollIntervalMs: number;
+  /** Where the watchers begin when they have no cursor yet; null = the confirmed head at first start. */
+  startBlock: bigint | null;
 }
 
 export interface OidcConfig {
@@ -103,6 +107,8 @@ function readChain(
     confirmations: read(`${p}CONFIRMATIONS`, (v) => intIn(v, 0, 1000), 2),
     maxFeePerGasWei: read(`${p}MAX_FEE_PER_GAS_WEI`, positiveBigint, 200_000_000_000n),
     active: true,
+    pollIntervalMs: read(`${p}POLL_INTERVAL_MS`, (v) => intIn(v, 50, 600_000), 2000),
+    startBlock: read(`${p}START_BLOCK`, (v) => BigInt(intIn(v, 0, Number.MAX_SAFE_INTEGER)), null),
   };
 }
 

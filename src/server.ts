@@ -22,7 +22,7 @@ async function main() {
   }
   const db = await openDb(config);
   await migrate(db);
-  const wired = await wireServices(config, db);
+  const wired = await wireServices(config, db, { chainWatchers: true });
   const app = await buildApp({
     services: wired.services,
     logger: {
@@ -39,6 +39,8 @@ async function main() {
     },
     "gas sponsorship service ready",
   );
+  // After listen, so the first ticks do not delay the port opening; wired.close() stops them.
+  wired.watchers?.start(app.log.child({ component: "chain-watcher" }));
 
   let closing = false;
   const shutdown = async (signal: string) => {

@@ -3,6 +3,7 @@ import { Redis } from "ioredis";
 import type { Hex } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { apiKeyResolver } from "./api-keys/resolver.ts";
+import { type ChainWatchers, createChainWatchers } from "./chains/watchers.ts";
 import type { Config } from "./config.ts";
 import type { Services } from "./context.ts";
 import type { Db } from "./db/db.ts";
@@ -19,6 +20,8 @@ export const VERSION: string = JSON.parse(
 
 export interface Wired {
   services: Services;
+  /** The chain watchers, when asked for (server.ts starts them after listening); null otherwise. */
+  watchers: ChainWatchers | null;
   /** Closes what wiring opened (Redis, timers); the database is the caller's. */
   close(): Promise<void>;
 }
@@ -28,6 +31,8 @@ export interface WireOptions {
   /** Namespace of the rate-limit counters in Redis; instances that share it share budgets. */
   rateLimitPrefix?: string;
   overrides?: Partial<Services>;
+  /** Create the chain watchers and add their readiness probes (the server does; tests drive watchers themselves). */
+  chainWatchers?: boolean;
 }
 
 export async function wireServices(config: Config, db: Db, options: WireOptions = {}): Promise<Wired> {
@@ -44,6 +49,8 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const apiKeys = apiKeyResolver(db, config.keyCacheTtlMs, now);
   const readiness: ReadinessProbe[] = [databaseProbe(db)];
   if (redis) readiness.push(redisProbe(rateLimiter));
+  const watchers = options.chainWatchers ? createChainWatchers(config, db) : null;
+  if (watchers) readiness.push(...watchers.probes);
   const services: Services = {
     version: VERSION,
     config,
@@ -59,7 +66,9 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   };
   return {
     services,
+    watchers,
     async close() {
+      await watchers?.stop();
       await apiKeys.close();
       redis?.disconnect();
     },

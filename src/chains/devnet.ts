@@ -77,13 +77,24 @@ export const gameItemsAbi = parseAbi([
   "error AlwaysFails()",
 ]);
 
+/** A test contract that pays other addresses from inside a call (the deposit watcher's tests). */
+export const valueForwarderAbi = parseAbi([
+  "function forward(address to) payable",
+  "function split(address first, address second) payable",
+  "function forwardUndone(address to) payable",
+  "function sendThenRevert(address to) payable",
+  "function destroy(address to) payable",
+  "error Undone()",
+  "error ForwardFailed()",
+]);
+
 export interface CompiledArtifact {
   abi: Abi;
   bytecode: Hex;
 }
 
 /** An artifact built by `npm run build:contracts` (contracts/artifacts/<name>.json). */
-export function localArtifact(name: "SponsorPaymaster" | "GameItems"): CompiledArtifact {
+export function localArtifact(name: "SponsorPaymaster" | "GameItems" | "ValueForwarder"): CompiledArtifact {
   const url = new URL(`../../contracts/artifacts/${name}.json`, import.meta.url);
   return JSON.parse(readFileSync(url, "utf8"));
 }

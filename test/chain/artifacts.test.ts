@@ -9,7 +9,7 @@ import {
   compileContracts,
   serializeArtifact,
 } from "../../scripts/build-contracts.ts";
-import { gameItemsAbi, sponsorPaymasterAbi } from "../../src/chains/devnet.ts";
+import { gameItemsAbi, sponsorPaymasterAbi, valueForwarderAbi } from "../../src/chains/devnet.ts";
 
 const compiled = compileContracts();
 
@@ -35,6 +35,7 @@ test("hand-written TypeScript ABIs match the compiled contracts item by item", (
   const pairs = [
     [sponsorPaymasterAbi, compiled.SponsorPaymaster.abi as Abi],
     [gameItemsAbi, compiled.GameItems.abi as Abi],
+    [valueForwarderAbi, compiled.ValueForwarder.abi as Abi],
   ] as const;
   for (const [handWritten, fromCompiler] of pairs) {
     const known = new Set(fromCompiler.map(shape));

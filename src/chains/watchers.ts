@@ -1,0 +1,151 @@
+/**
+ * Runs the chain watchers of every chain that has a paymaster configured: settlement (gas tank
+ * charges from the EntryPoint) and deposits (gas tank credits from transfers). server.ts starts
+ * them after the HTTP server listens and stops them on shutdown; the HTTP app itself never
+ * starts them, so tests drive `tick()` by hand.
+ *
+ * Every service instance may run them: all their effects are applied at most once and their
+ * cursors only move forward, so two instances watching the same chain waste RPC calls but never
+ * count anything twice.
+ */
+import type { ChainConfig, Config } from "../config.ts";
+import type { Db } from "../db/db.ts";
+import { type DepositWatcher, depositWatcher } from "../funding/deposit-watcher.ts";
+import type { ReadinessProbe } from "../health/routes.ts";
+import { readCursor, type WatcherName } from "./cursors.ts";
+import { type LoopState, type PollLoop, pollLoop, silentLog, type WatcherLog } from "./poll-loop.ts";
+import { type ChainClient, confirmedHead, createChainClient } from "./rpc.ts";
+import { type SettlementWatcher, settlementWatcher } from "./settlement-watcher.ts";
+
+/** A watcher further behind the confirmed head than this is reported as degraded. */
+export const MAX_LAG_BLOCKS = 100n;
+
+export interface ChainWatcherSet {
+  chain: ChainConfig;
+  settlement: SettlementWatcher;
+  deposits: DepositWatcher;
+  loops: { settlement: PollLoop; deposits: PollLoop };
+}
+
+export interface ChainWatchers {
+  chains: ChainWatcherSet[];
+  /** RPC reachability and watcher lag, one probe each, for /health/ready. */
+  probes: ReadinessProbe[];
+  start(log?: WatcherLog): void;
+  stop(): Promise<void>;
+}
+
+export function createChainWatchers(config: Pick<Config, "chains">, db: Db): ChainWatchers {
+  // Watchers get their logger at start (the app's logger exists only then); until then, none.
+  let log: WatcherLog = silentLog;
+  const forward: WatcherLog = {
+    debug: (o, m) => log.debug(o, m),
+    info: (o, m) => log.info(o, m),
+    warn: (o, m) => log.warn(o, m),
+    error: (o, m) => log.error(o, m),
+  };
+  const chains: ChainWatcherSet[] = [];
+  const probes: ReadinessProbe[] = [];
+  for (const chain of config.chains) {
+    if (!chain.active || !chain.paymaster) continue;
+    const set = watchChain(chain, chain.paymaster, db, forward);
+    chains.push(set);
+    probes.push(...chainProbes(set, db));
+  }
+  return {
+    chains,
+    probes,
+    start(logger) {
+      if (logger) log = logger;
+      for (const set of chains) {
+        set.loops.settlement.start();
+        set.loops.deposits.start();
+      }
+    },
+    async stop() {
+      await Promise.all(chains.flatMap((set) => [set.loops.settlement.stop(), set.loops.deposits.stop()]));
+    },
+  };
+}
+
+function watchChain(chain: ChainConfig, paymaster: `0x${string}`, db: Db, log: WatcherLog): ChainWatcherSet {
+  const client = createChainClient(chain.rpcUrl);
+  const common = {
+    db,
+    client,
+    chainId: chain.chainId,
+    confirmations: chain.confirmations,
+    startBlock: chain.startBlock,
+    log,
+  };
+  const settlement = settlementWatcher({ ...common, entryPoint: chain.entryPoint, paymaster });
+  const deposits = depositWatcher(common);
+  const loop = (name: string, tick: () => Promise<unknown>) =>
+    pollLoop(tick, { name: `${name}:${chain.chainId}`, intervalMs: chain.pollIntervalMs, log });
+  return {
+    chain,
+    settlement,
+    deposits,
+    loops: { settlement: loop("settlement", settlement.tick), deposits: loop("deposits", deposits.tick) },
+  };
+}
+
+function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
+  const { chainId, confirmations } = set.chain;
+  // A short timeout and no retries: readiness must answer quickly when the RPC is away.
+  const head = latestBlockMemo(createChainClient(set.chain.rpcUrl, { timeoutMs: 2_000, retryCount: 0 }));
+  const rpcProbe: ReadinessProbe = {
+    name: `chain:${chainId}`,
+    async check() {
+      const latest = await head();
+      return latest === null
+        ? { status: "down", detail: "RPC unreachable" }
+        : { status: "ok", detail: `latest block ${latest}` };
+    },
+  };
+  const lagProbe = (watcher: WatcherName, loop: PollLoop, note: () => string | null): ReadinessProbe => ({
+    name: `chain:${chainId}:${watcher}`,
+    async check() {
+      const latest = await head();
+      const cursor = await readCursor(db, chainId, watcher).catch(() => null);
+      const safe = latest === null ? null : confirmedHead(latest, confirmations);
+      return watcherHealth({ safe, cursor, loop: loop.state(), note: note() });
+    },
+  });
+  const tracingNote = () =>
+    set.deposits.tracing() === "top-level"
+      ? "no call tracing on this RPC: transfers made by contracts are not credited"
+      : null;
+  return [
+    rpcProbe,
+    lagProbe("settlement", set.loops.settlement, () => null),
+    lagProbe("deposits", set.loops.deposits, tracingNote),
+  ];
+}
+
+/** Pure: a watcher's state for readiness, from its lag and its last tick. */
+export function watcherHealth(input: {
+  safe: bigint | null;
+  cursor: bigint | null;
+  loop: LoopState;
+  note: string | null;
+}): { status: "ok" | "degraded"; detail: string } {
+  const { safe, cursor, loop, note } = input;
+  const lag = safe === null || cursor === null ? null : safe - (cursor - 1n) > 0n ? safe - (cursor - 1n) : 0n;
+  const parts = [lag === null ? "lag unknown" : `${lag} blocks behind the confirmed head`];
+  if (loop.lastError) parts.push(`last tick failed: ${loop.lastError}`);
+  if (note) parts.push(note);
+  const degraded = lag === null || lag > MAX_LAG_BLOCKS || loop.lastError !== null || note !== null;
+  return { status: degraded ? "degraded" : "ok", detail: parts.join("; ") };
+}
+
+/** The latest block number, shared by the probes of one readiness check; null when unreachable. */
+function latestBlockMemo(client: ChainClient, ttlMs = 1_000): () => Promise<bigint | null> {
+  let cached: { at: number; value: Promise<bigint | null> } | null = null;
+  return () => {
+    if (cached && Date.now() - cached.at < ttlMs) return cached.value;
+    const value = client.getBlockNumber({ cacheTime: 0 }).catch(() => null);
+    cached = { at: Date.now(), value };
+    return value;
+  };
+}
