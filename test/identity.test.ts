@@ -27,7 +27,12 @@ describe("developer tokens (local issuer)", () => {
   });
 
   it("refuses forged tokens: alg none, wrong issuer or audience, expired, missing exp, another key", async () => {
-    const claims = { iss: LOCAL_ISSUER, aud: LOCAL_AUDIENCE, sub: "local:eve@example.com", email: "eve@example.com" };
+    const claims = {
+      iss: LOCAL_ISSUER,
+      aud: LOCAL_AUDIENCE,
+      sub: "local:eve@example.com",
+      email: "eve@example.com",
+    };
     const none = `${b64({ alg: "none", typ: "JWT" })}.${b64({ ...claims, exp: nowSec() + 600 })}.`;
     const other = await generateKeyPair("ES256");
     const sign = (payload: Record<string, unknown>) =>
@@ -122,7 +127,12 @@ describe("developer tokens (OIDC)", () => {
 describe("invitations", () => {
   it("a member added by email before signing in is linked when their first token arrives", async () => {
     const owner = await t.token("boss@example.com");
-    const org = await t.request({ method: "POST", url: "/orgs", token: owner, payload: { name: "Inv", slug: "inv-org" } });
+    const org = await t.request({
+      method: "POST",
+      url: "/orgs",
+      token: owner,
+      payload: { name: "Inv", slug: "inv-org" },
+    });
     assert.equal(org.statusCode, 201);
     const add = await t.request({
       method: "POST",

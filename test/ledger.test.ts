@@ -60,7 +60,11 @@ type Op =
   | { kind: "release"; pick: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ kind: fc.constant("deposit" as const), amount: fc.bigInt(1n, 10n ** 20n), ref: fc.integer({ min: 0, max: 5 }) }),
+  fc.record({
+    kind: fc.constant("deposit" as const),
+    amount: fc.bigInt(1n, 10n ** 20n),
+    ref: fc.integer({ min: 0, max: 5 }),
+  }),
   fc.record({ kind: fc.constant("reserve" as const), cost: fc.bigInt(0n, 10n ** 19n) }),
   fc.record({
     kind: fc.constant("settle" as const),
@@ -94,7 +98,11 @@ describe("gas tank ledger laws", () => {
         const depositsSeen = new Set<number>();
         for (const op of ops) {
           if (op.kind === "deposit") {
-            const applied = await creditDeposit(t.db, { projectId, reference: `${projectId}:${op.ref}`, amountWei: op.amount });
+            const applied = await creditDeposit(t.db, {
+              projectId,
+              reference: `${projectId}:${op.ref}`,
+              amountWei: op.amount,
+            });
             assert.equal(applied, !depositsSeen.has(op.ref), "a deposit reference is credited exactly once");
             if (applied) model += op.amount;
             depositsSeen.add(op.ref);
@@ -144,8 +152,14 @@ describe("gas tank ledger laws", () => {
   it("the ledger is append-only: the database refuses to update or delete an entry", async () => {
     const p = await seedProject(t);
     await creditDeposit(t.db, { projectId: p.projectId, reference: "append-only", amountWei: 5n });
-    await assert.rejects(t.db.query("UPDATE ledger_entries SET amount = 500 WHERE reference = 'append-only'"), /append-only/);
-    await assert.rejects(t.db.query("DELETE FROM ledger_entries WHERE reference = 'append-only'"), /append-only/);
+    await assert.rejects(
+      t.db.query("UPDATE ledger_entries SET amount = 500 WHERE reference = 'append-only'"),
+      /append-only/,
+    );
+    await assert.rejects(
+      t.db.query("DELETE FROM ledger_entries WHERE reference = 'append-only'"),
+      /append-only/,
+    );
   });
 
   it("a CHECK keeps the cached balance from ever going below zero", async () => {
@@ -161,9 +175,17 @@ describe("funds parity", () => {
   it("reports drift after the cached balance is changed behind the service's back, and filters with onlyDrift", async () => {
     const token = await t.token("parity@example.com");
     const slug = `parity-${randomBytes(3).toString("hex")}`;
-    assert.equal((await t.request({ method: "POST", url: "/orgs", token, payload: { name: "P", slug } })).statusCode, 201);
+    assert.equal(
+      (await t.request({ method: "POST", url: "/orgs", token, payload: { name: "P", slug } })).statusCode,
+      201,
+    );
     for (const id of ["par-a", "par-b", "par-c"]) {
-      const res = await t.request({ method: "POST", url: "/projects", token, payload: { id, name: id, owner: slug } });
+      const res = await t.request({
+        method: "POST",
+        url: "/projects",
+        token,
+        payload: { id, name: id, owner: slug },
+      });
       assert.equal(res.statusCode, 201);
       await creditDeposit(t.db, { projectId: id, reference: `parity:${id}`, amountWei: 1000n });
     }
@@ -181,7 +203,11 @@ describe("funds parity", () => {
     assert.equal(all.json().total, 3);
     assert.equal(all.json().driftCount, 1);
     assert.equal(all.json().projects.length, 3);
-    const drift = await t.request({ method: "GET", url: "/projects/funds/parity-report?onlyDrift=true", token });
+    const drift = await t.request({
+      method: "GET",
+      url: "/projects/funds/parity-report?onlyDrift=true",
+      token,
+    });
     assert.deepEqual(
       drift.json().projects.map((p: { projectId: string }) => p.projectId),
       ["par-b"],
@@ -195,9 +221,19 @@ describe("funds parity", () => {
     const bad = await t.request({ method: "GET", url: `/orgs/${slug}/funds/parity?onlyDrift=maybe`, token });
     assert.equal(bad.statusCode, 400);
     const stranger = await t.token("stranger@example.com");
-    assert.equal((await t.request({ method: "GET", url: `/orgs/${slug}/funds/parity`, token: stranger })).statusCode, 404);
-    assert.equal((await t.request({ method: "GET", url: "/projects/par-b/funds/parity", token: stranger })).statusCode, 404);
-    const strangers = await t.request({ method: "GET", url: "/projects/funds/parity-report", token: stranger });
+    assert.equal(
+      (await t.request({ method: "GET", url: `/orgs/${slug}/funds/parity`, token: stranger })).statusCode,
+      404,
+    );
+    assert.equal(
+      (await t.request({ method: "GET", url: "/projects/par-b/funds/parity", token: stranger })).statusCode,
+      404,
+    );
+    const strangers = await t.request({
+      method: "GET",
+      url: "/projects/funds/parity-report",
+      token: stranger,
+    });
     assert.equal(strangers.json().total, 0);
   });
 });

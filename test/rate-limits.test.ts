@@ -31,7 +31,9 @@ describe(`rate limits (${shared ? "shared through Redis across two instances" : 
     const statuses: number[] = [];
     for (let i = 0; i < N; i++) {
       const app = i % 2 === 0 ? a : b;
-      statuses.push((await app.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey })).statusCode);
+      statuses.push(
+        (await app.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey })).statusCode,
+      );
     }
     assert.deepEqual(statuses, Array(N).fill(200));
     for (const app of [a, b]) {
@@ -48,7 +50,11 @@ describe(`rate limits (${shared ? "shared through Redis across two instances" : 
     const p = await seedProject(a, { rateLimit: N, scopes: ["read"] });
     const results = await Promise.all(
       Array.from({ length: 3 * N }, (_, i) =>
-        (i % 2 === 0 ? a : b).request({ method: "GET", url: `/projects/${p.projectId}/balance`, token: p.apiKey }),
+        (i % 2 === 0 ? a : b).request({
+          method: "GET",
+          url: `/projects/${p.projectId}/balance`,
+          token: p.apiKey,
+        }),
       ),
     );
     assert.equal(results.filter((r) => r.statusCode === 200).length, N);
@@ -58,9 +64,18 @@ describe(`rate limits (${shared ? "shared through Redis across two instances" : 
   it("each key has its own budget", async () => {
     const p = await seedProject(a, { rateLimit: 1, scopes: ["read"] });
     const q = await seedProject(a, { rateLimit: 1, scopes: ["read"] });
-    assert.equal((await a.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey })).statusCode, 200);
-    assert.equal((await a.request({ method: "GET", url: `/projects/${q.projectId}`, token: q.apiKey })).statusCode, 200);
-    assert.equal((await a.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey })).statusCode, 429);
+    assert.equal(
+      (await a.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey })).statusCode,
+      200,
+    );
+    assert.equal(
+      (await a.request({ method: "GET", url: `/projects/${q.projectId}`, token: q.apiKey })).statusCode,
+      200,
+    );
+    assert.equal(
+      (await a.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey })).statusCode,
+      429,
+    );
   });
 });
 
@@ -71,7 +86,10 @@ describe("Redis unreachable", () => {
       const p = await seedProject(degraded, { rateLimit: 2, scopes: ["read"] });
       const codes = [];
       for (let i = 0; i < 3; i++) {
-        codes.push((await degraded.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey })).statusCode);
+        codes.push(
+          (await degraded.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey }))
+            .statusCode,
+        );
       }
       assert.deepEqual(codes, [200, 200, 429]);
       const ready = await degraded.request({ method: "GET", url: "/health/ready" });
