@@ -13,9 +13,6 @@ export function createChainClient(rpcUrl: string, options: { timeoutMs?: number;
       retryDelay: 200,
     }),
     cacheTime: 0,
-    // Batching would put a whole block range of traces into one HTTP body; one request each is
-    // easier on public RPCs and on their size limits.
-    batch: { multicall: false },
   });
 }
 

@@ -1,0 +1,147 @@
+/**
+ * Helpers for tests that run the service against a real local chain: project balances through
+ * the HTTP API, authorizations from the service, and user operations that carry them.
+ */
+import assert from "node:assert/strict";
+import type { Address, Hex, LocalAccount } from "viem";
+import { encodeFunctionData } from "viem";
+import type { PackedUserOperation } from "viem/account-abstraction";
+import { DEVNET_CHAIN_ID, type DevChain } from "../../src/chains/anvil.ts";
+import { type DevnetStack, gameItemsAbi, SPONSOR_PAYMASTER_GAS_LIMITS } from "../../src/chains/devnet.ts";
+import { createChainClient } from "../../src/chains/rpc.ts";
+import {
+  accountInitCode,
+  buildUserOp,
+  devnetUserOpGas,
+  executeCallData,
+  getAccountAddress,
+  getAccountNonce,
+  signUserOp,
+  type UserOpGas,
+} from "../../src/chains/userop.ts";
+import type { TestApp } from "./app.ts";
+
+export const ITEM_ID = 7n;
+export const mintCall = encodeFunctionData({ abi: gameItemsAbi, functionName: "mint", args: [ITEM_ID] });
+export const failCall = encodeFunctionData({ abi: gameItemsAbi, functionName: "fail" });
+export const MINT_SELECTOR = mintCall.slice(0, 10) as Hex;
+export const FAIL_SELECTOR = failCall.slice(0, 10) as Hex;
+
+/** The fee cap the tests configure: the same as devnetUserOpGas.maxFeePerGas, so maxCost fits. */
+export const TEST_MAX_FEE_PER_GAS_WEI = devnetUserOpGas.maxFeePerGas;
+
+/** Every gas limit of an operation, paymaster's included: what estimatedGas must cover. */
+export function totalGas(gas: UserOpGas = devnetUserOpGas): bigint {
+  return (
+    gas.verificationGasLimit +
+    gas.callGasLimit +
+    gas.preVerificationGas +
+    SPONSOR_PAYMASTER_GAS_LIMITS.verificationGasLimit +
+    SPONSOR_PAYMASTER_GAS_LIMITS.postOpGasLimit
+  );
+}
+
+/** A viem client for the watchers, the way the service builds one. */
+export function watcherClient(chain: DevChain) {
+  return createChainClient(chain.rpcUrl);
+}
+
+export interface Project {
+  projectId: string;
+  ownerToken: string;
+  apiKey: string;
+  depositAddress: string;
+}
+
+export async function balanceOf(t: TestApp, p: Project): Promise<bigint> {
+  const res = await t.request({
+    method: "GET",
+    url: `/projects/${p.projectId}/balance`,
+    token: p.ownerToken,
+  });
+  assert.equal(res.statusCode, 200, res.body);
+  return BigInt(res.json().balance);
+}
+
+export async function allowlist(t: TestApp, p: Project, target: Address, selector: Hex): Promise<void> {
+  const res = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/allowlist`,
+    token: p.ownerToken,
+    payload: { targetContract: target, functionSelector: selector },
+  });
+  assert.ok(res.statusCode === 200 || res.statusCode === 201, res.body);
+}
+
+export interface Authorization {
+  authorized: boolean;
+  paymasterAndData: Hex;
+  signature: Hex;
+  validUntil: number;
+  validAfter: number;
+  maxGasCost: string;
+  authorizationId: Hex;
+}
+
+export async function authorize(
+  t: TestApp,
+  p: Project,
+  body: { user: Address; target: Address; selector: Hex; estimatedGas?: bigint },
+): Promise<Authorization> {
+  const res = await t.request({
+    method: "POST",
+    url: "/sponsor/authorize",
+    token: p.apiKey,
+    payload: {
+      projectId: p.projectId,
+      user: body.user,
+      target: body.target,
+      selector: body.selector,
+      estimatedGas: Number(body.estimatedGas ?? totalGas()),
+      chainId: DEVNET_CHAIN_ID,
+    },
+  });
+  assert.equal(res.statusCode, 200, res.body);
+  return res.json();
+}
+
+/** The SimpleAccount of `owner` and whether it exists yet. */
+export async function accountOf(chain: DevChain, stack: DevnetStack, owner: LocalAccount) {
+  const sender = await getAccountAddress(chain.publicClient, stack.accountFactory, owner.address);
+  const code = await chain.publicClient.getCode({ address: sender });
+  return { sender, deployed: code !== undefined && code !== "0x" };
+}
+
+/** A signed operation from `owner`'s account calling `target` with `data`, carrying `paymasterAndData`. */
+export async function userOpWith(
+  chain: DevChain,
+  stack: DevnetStack,
+  owner: LocalAccount,
+  call: { target: Address; data: Hex; paymasterAndData: Hex; gas?: UserOpGas },
+): Promise<{ userOp: PackedUserOperation; userOpHash: Hex; sender: Address }> {
+  const { sender, deployed } = await accountOf(chain, stack, owner);
+  const unsigned = buildUserOp({
+    sender,
+    nonce: await getAccountNonce(chain.publicClient, stack.entryPoint, sender),
+    initCode: deployed ? undefined : accountInitCode(stack.accountFactory, owner.address),
+    callData: executeCallData(call.target, call.data),
+    gas: call.gas ?? devnetUserOpGas,
+    paymasterAndData: call.paymasterAndData,
+  });
+  const signed = await signUserOp(chain.publicClient, stack.entryPoint, owner, unsigned);
+  return { ...signed, sender };
+}
+
+/** Polls `check` until it returns a value (not undefined), a bounded number of times. */
+export async function eventually<T>(
+  check: () => Promise<T | undefined>,
+  what: string,
+  attempts = 200,
+): Promise<T> {
+  for (let i = 0; i < attempts; i++) {
+    const value = await check();
+    if (value !== undefined) return value;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
