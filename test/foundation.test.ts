@@ -28,6 +28,20 @@ describe("health", () => {
     assert.equal(res.json().checks.database.status, "ok");
   });
 
+  it("a failing dependency gives a 5xx problem that leaks no internals", async () => {
+    const spare = await openTestDb();
+    const other = await startTestApp({ db: spare });
+    const token = await other.token("down@example.com");
+    await spare.db.close();
+    const res = await other.app.inject({ method: "GET", url: "/orgs", headers: { authorization: `Bearer ${token}` } });
+    assert.ok(res.statusCode >= 500, String(res.statusCode));
+    assert.match(String(res.headers["content-type"]), /^application\/problem\+json/);
+    assert.equal(res.json().code, "internal_error");
+    assert.doesNotMatch(res.body, /SELECT|developers|pglite|postgres|at \w+ \(|\.ts:/i);
+    await other.close();
+    if (spare.schema) await t.db.query(`DROP SCHEMA ${spare.schema} CASCADE`);
+  });
+
   it("GET /health/ready answers 503 when the database is down", async () => {
     const spare = await openTestDb();
     const other = await startTestApp({ db: spare });
