@@ -119,7 +119,7 @@ function anvilBinary(): string {
   return join(dirname(require.resolve("@foundry-rs/anvil/package.json")), "bin.mjs");
 }
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);

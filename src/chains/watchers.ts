@@ -132,7 +132,9 @@ export function watcherHealth(input: {
 }): { status: "ok" | "degraded"; detail: string } {
   const { safe, cursor, loop, note } = input;
   const lag = safe === null || cursor === null ? null : safe - (cursor - 1n) > 0n ? safe - (cursor - 1n) : 0n;
-  const parts = [lag === null ? "lag unknown" : `${lag} blocks behind the confirmed head`];
+  const parts = [
+    lag === null ? "lag unknown" : `${lag} block${lag === 1n ? "" : "s"} behind the confirmed head`,
+  ];
   if (loop.lastError) parts.push(`last tick failed: ${loop.lastError}`);
   if (note) parts.push(note);
   const degraded = lag === null || lag > MAX_LAG_BLOCKS || loop.lastError !== null || note !== null;
