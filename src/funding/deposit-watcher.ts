@@ -98,46 +98,13 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
 
     async scan(fromBlock, toBlock) {
       const accounts = await fundingAddresses(db, chainId);
-      const deposits: Deposit[] = [];
-      if (accounts.size === 0) return { fromBlock, toBlock, deposits };
-      const found = await reader.transfers(fromBlock, toBlock, options.concurrency ?? 4, (to) =>
-        accounts.has(to),
-      );
-      for (const { blockNumber, txHash, transfer } of found) {
-        const projectId = accounts.get(transfer.to)!;
-        const reference = depositReference(chainId, txHash, transfer.position);
-        deposits.push({
-          projectId,
-          address: transfer.to,
-          txHash,
-          position: transfer.position,
-          amountWei: transfer.valueWei,
-          blockNumber,
-          reference,
-        });
-      }
-      return { fromBlock, toBlock, deposits };
+      if (accounts.size === 0) return { fromBlock, toBlock, deposits: [] };
+      const concurrency = options.concurrency ?? 4;
+      const found = await reader.transfers(fromBlock, toBlock, concurrency, (to) => accounts.has(to));
+      return { fromBlock, toBlock, deposits: found.map((f) => toDeposit(chainId, accounts, f)) };
     },
 
-    async apply(deposits) {
-      let credited = 0;
-      for (const d of deposits) {
-        if (
-          !(await creditDeposit(db, {
-            projectId: d.projectId,
-            reference: d.reference,
-            amountWei: d.amountWei,
-          }))
-        )
-          continue;
-        credited++;
-        log.info(
-          { chainId, projectId: d.projectId, reference: d.reference, amountWei: d.amountWei.toString() },
-          "deposit credited",
-        );
-      }
-      return credited;
-    },
+    apply: (deposits) => creditDeposits(db, log, chainId, deposits),
 
     commit: (range) => advanceCursor(db, chainId, DEPOSIT_WATCHER, range.toBlock + 1n),
 
@@ -159,6 +126,36 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
     },
   };
   return watcher;
+}
+
+function toDeposit(chainId: number, accounts: Map<string, string>, found: LocatedTransfer): Deposit {
+  const { blockNumber, txHash, transfer } = found;
+  return {
+    projectId: accounts.get(transfer.to)!,
+    address: transfer.to,
+    txHash,
+    position: transfer.position,
+    amountWei: transfer.valueWei,
+    blockNumber,
+    reference: depositReference(chainId, txHash, transfer.position),
+  };
+}
+
+/** Credits each deposit whose reference is new; returns how many were. */
+async function creditDeposits(
+  db: Db,
+  log: WatcherLog,
+  chainId: number,
+  deposits: Deposit[],
+): Promise<number> {
+  let credited = 0;
+  for (const d of deposits) {
+    const { projectId, reference, amountWei } = d;
+    if (!(await creditDeposit(db, { projectId, reference, amountWei }))) continue;
+    credited++;
+    log.info({ chainId, projectId, reference, amountWei: amountWei.toString() }, "deposit credited");
+  }
+  return credited;
 }
 
 /** Funding address (lower-case) → project, for one chain. */
@@ -183,30 +180,17 @@ function blockReader(options: DepositWatcherOptions, log: WatcherLog) {
   const { client } = options;
   let mode: TracingMode = options.tracing === "off" ? "top-level" : "unknown";
 
-  async function traceBlock(blockNumber: bigint): Promise<{ txHash?: Hex; result?: CallFrame }[] | null> {
-    try {
-      const request = client.request as unknown as RawRequest;
-      const traces = await request({
-        method: "debug_traceBlockByNumber",
-        params: [toHex(blockNumber), { tracer: "callTracer" }],
-      });
-      if (!Array.isArray(traces)) throw new Error("debug_traceBlockByNumber returned no list");
-      return traces;
-    } catch (err) {
-      if (!isUnsupportedMethod(err)) throw err;
-      mode = "top-level";
-      log.warn(
-        { chainId: options.chainId },
-        "the RPC has no call tracing: only direct transfers to funding addresses are credited",
-      );
-      return null;
-    }
-  }
-
   async function readBlock(blockNumber: bigint, wanted: (to: string) => boolean): Promise<LocatedTransfer[]> {
     const block = await client.getBlock({ blockNumber, includeTransactions: true });
-    const traces = mode === "top-level" ? null : await traceBlock(blockNumber);
-    if (traces) {
+    const traces = mode === "top-level" ? null : await traceBlock(client, blockNumber);
+    if (traces === "unsupported") {
+      if (mode !== "top-level")
+        log.warn(
+          { chainId: options.chainId },
+          "the RPC has no call tracing: only direct transfers to funding addresses are credited",
+        );
+      mode = "top-level";
+    } else if (traces) {
       if (mode === "unknown") mode = "callTracer";
       if (traces.length !== block.transactions.length)
         throw new Error(
@@ -251,6 +235,27 @@ function blockReader(options: DepositWatcherOptions, log: WatcherLog) {
       return all;
     },
   };
+}
+
+interface BlockTrace {
+  txHash?: Hex;
+  result?: CallFrame;
+}
+
+/** One call trace per transaction of the block, or "unsupported" when the RPC has no such method. */
+async function traceBlock(client: ChainClient, blockNumber: bigint): Promise<BlockTrace[] | "unsupported"> {
+  try {
+    const request = client.request as unknown as RawRequest;
+    const traces = await request({
+      method: "debug_traceBlockByNumber",
+      params: [toHex(blockNumber), { tracer: "callTracer" }],
+    });
+    if (!Array.isArray(traces)) throw new Error("debug_traceBlockByNumber returned no list");
+    return traces;
+  } catch (err) {
+    if (isUnsupportedMethod(err)) return "unsupported";
+    throw err;
+  }
 }
 
 function isUnsupportedMethod(err: unknown): boolean {
