@@ -98,7 +98,11 @@ after(() => t.close());
 
 interface RouteCase {
   name: string;
-  request: () => { method: "GET" | "POST" | "PATCH" | "DELETE"; url: string; payload?: unknown };
+  request: () => {
+    method: "GET" | "POST" | "PATCH" | "DELETE";
+    url: string;
+    payload?: Record<string, unknown>;
+  };
   expect: Row;
   /** Runs before each call, as the owner (recreates what a previous call removed). */
   setup?: () => Promise<void>;

@@ -33,7 +33,11 @@ describe("health", () => {
     const other = await startTestApp({ db: spare });
     const token = await other.token("down@example.com");
     await spare.db.close();
-    const res = await other.app.inject({ method: "GET", url: "/orgs", headers: { authorization: `Bearer ${token}` } });
+    const res = await other.app.inject({
+      method: "GET",
+      url: "/orgs",
+      headers: { authorization: `Bearer ${token}` },
+    });
     assert.ok(res.statusCode >= 500, String(res.statusCode));
     assert.match(String(res.headers["content-type"]), /^application\/problem\+json/);
     assert.equal(res.json().code, "internal_error");

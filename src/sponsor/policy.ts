@@ -24,7 +24,7 @@ export function quote(input: {
   nowMs: number;
 }): Quote {
   const { chain } = input;
-  if (!chain || !chain.active) {
+  if (!chain?.active) {
     return {
       kind: "denied",
       status: 400,
