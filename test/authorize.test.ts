@@ -371,6 +371,23 @@ describe("money under concurrency", () => {
   });
 });
 
+describe("idempotency window", () => {
+  it("a clientNonce is remembered for 24 hours, then free again", async () => {
+    const p = await fundedProject(10n * COST);
+    const body = bodyFor(p.projectId, { clientNonce: "daily-reward" });
+    const first = await authorize(p.apiKey, body);
+    assert.equal((await authorize(p.apiKey, body)).body, first.body);
+    await t.db.query(
+      "UPDATE sponsorships SET created_at = created_at - interval '25 hours' WHERE project_id = $1",
+      [p.projectId],
+    );
+    const later = await authorize(p.apiKey, body);
+    assert.equal(later.statusCode, 200);
+    assert.notEqual(later.json().authorizationId, first.json().authorizationId);
+    assert.equal(await balanceOf(p.projectId), 8n * COST);
+  });
+});
+
 describe("revocation", () => {
   it("a revoked key is refused by another instance within 5 s", async () => {
     let clock = Date.now();

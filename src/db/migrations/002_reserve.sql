@@ -24,6 +24,9 @@ DECLARE
   v_day date := (now() AT TIME ZONE 'UTC')::date;
 BEGIN
   IF p_nonce IS NOT NULL THEN
+    -- A nonce is remembered for 24 hours; after that it is free to be used again.
+    UPDATE sponsorships SET client_nonce = NULL
+      WHERE project_id = p_project AND client_nonce = p_nonce AND created_at < now() - interval '24 hours';
     RETURN QUERY SELECT 'replay'::text, s.request_digest, s.response FROM sponsorships s
       WHERE s.project_id = p_project AND s.client_nonce = p_nonce;
     IF FOUND THEN RETURN; END IF;
