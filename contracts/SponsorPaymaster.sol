@@ -5,6 +5,7 @@ import {BasePaymaster} from "@account-abstraction/contracts/core/BasePaymaster.s
 import {_packValidationData} from "@account-abstraction/contracts/core/Helpers.sol";
 import {IEntryPoint} from "@account-abstraction/contracts/interfaces/IEntryPoint.sol";
 import {PackedUserOperation} from "@account-abstraction/contracts/interfaces/PackedUserOperation.sol";
+import {UserOperationLib} from "@account-abstraction/contracts/core/UserOperationLib.sol";
 import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 
@@ -31,6 +32,10 @@ contract SponsorPaymaster is BasePaymaster, EIP712 {
     /// SimpleAccount's `execute(address dest, uint256 value, bytes func)`.
     bytes4 private constant EXECUTE_SELECTOR = bytes4(keccak256("execute(address,uint256,bytes)"));
 
+    /// postOp needs about 3,100 gas; with less it reverts, the EntryPoint still charges us, and
+    /// no Sponsored log is emitted. The postOp limit is outside the signed fields, so it is
+    /// bounded here instead.
+    uint256 public constant MIN_POST_OP_GAS_LIMIT = 8_000;
     uint256 private constant MAX_GAS_COST_END = PAYMASTER_DATA_OFFSET + 16;
     uint256 private constant VALID_UNTIL_END = MAX_GAS_COST_END + 6;
     uint256 private constant VALID_AFTER_END = VALID_UNTIL_END + 6;
@@ -63,6 +68,7 @@ contract SponsorPaymaster is BasePaymaster, EIP712 {
     error NotExecuteCall();
     error MalformedCallData();
     error MissingSelector();
+    error PostOpGasLimitTooLow(uint256 postOpGasLimit, uint256 minimum);
 
     constructor(IEntryPoint entryPoint_, address signer_) BasePaymaster(entryPoint_) EIP712("SponsorPaymaster", "1") {
         _setSigner(signer_);
@@ -106,6 +112,7 @@ contract SponsorPaymaster is BasePaymaster, EIP712 {
     {
         bytes calldata paymasterAndData = userOp.paymasterAndData;
         Authorization memory auth = _parseAuthorization(paymasterAndData);
+        _requirePostOpGas(paymasterAndData);
         if (maxCost > auth.maxGasCost) revert GasCostAboveSponsorship(maxCost, auth.maxGasCost);
         if (usedAuthIds[auth.authId]) revert AuthorizationUsed(auth.authId);
         usedAuthIds[auth.authId] = true;
@@ -124,6 +131,11 @@ contract SponsorPaymaster is BasePaymaster, EIP712 {
     function _postOp(PostOpMode, bytes calldata context, uint256 actualGasCost, uint256) internal override {
         (bytes32 authId, bytes32 userOpHash, address sender) = abi.decode(context, (bytes32, bytes32, address));
         emit Sponsored(authId, userOpHash, sender, actualGasCost);
+    }
+
+    function _requirePostOpGas(bytes calldata paymasterAndData) private pure {
+        uint256 limit = uint128(bytes16(paymasterAndData[UserOperationLib.PAYMASTER_POSTOP_GAS_OFFSET:PAYMASTER_DATA_OFFSET]));
+        if (limit < MIN_POST_OP_GAS_LIMIT) revert PostOpGasLimitTooLow(limit, MIN_POST_OP_GAS_LIMIT);
     }
 
     function _parseAuthorization(bytes calldata paymasterAndData) private pure returns (Authorization memory auth) {

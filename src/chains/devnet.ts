@@ -52,6 +52,8 @@ export const sponsorPaymasterAbi = parseAbi([
   "error NotExecuteCall()",
   "error MalformedCallData()",
   "error MissingSelector()",
+  "error PostOpGasLimitTooLow(uint256 postOpGasLimit, uint256 minimum)",
+  "function MIN_POST_OP_GAS_LIMIT() view returns (uint256)",
 ]);
 
 /**

@@ -22,7 +22,7 @@ import {
   zeroAddress,
 } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
-import { gameItemsAbi, sponsorPaymasterAbi } from "../../src/chains/devnet.ts";
+import { gameItemsAbi, SPONSOR_PAYMASTER_GAS_LIMITS, sponsorPaymasterAbi } from "../../src/chains/devnet.ts";
 import { sponsorshipDigest, sponsorshipTypedData } from "../../src/sponsor/paymaster-data.ts";
 import { type DevChain, type DevnetStack, deployStack, startChain } from "../support/anvil.ts";
 import {
@@ -391,6 +391,14 @@ describe("refused operations", () => {
     const decoded = paymasterError(failed);
     assert.equal(decoded.errorName, "GasCostAboveSponsorship");
     assert.deepEqual(decoded.args, [maxCost, maxCost - 1n]);
+  });
+
+  test("refuses a postOp gas limit too small for postOp (it would cost us without a Sponsored log)", async () => {
+    const op = await opFor({ paymasterGas: { ...SPONSOR_PAYMASTER_GAS_LIMITS, postOpGasLimit: 7_999n } });
+    const failed = await assertRefused(op, "AA33 reverted");
+    const decoded = paymasterError(failed);
+    assert.equal(decoded.errorName, "PostOpGasLimitTooLow");
+    assert.deepEqual(decoded.args, [7_999n, 8_000n]);
   });
 
   test("refuses an authorization signed by another key", async () => {

@@ -1,6 +1,6 @@
 /**
  * The settlement watcher on a real chain: after a mix of sponsored operations (some whose game
- * call reverts, some in one bundle, one whose postOp reverted) the tank holds exactly
+ * call reverts, some in one bundle) the tank holds exactly
  * deposits − Σ actualGasCost − open reservations, which is also exactly what left the
  * paymaster's EntryPoint deposit; unused reservations are released by chain time after a
  * margin; repeats, restarts and RPC outages change nothing twice and lose nothing.
@@ -24,7 +24,7 @@ import { type DevnetStack, deployStack, SPONSOR_PAYMASTER_GAS_LIMITS } from "../
 import { pollLoop } from "../../src/chains/poll-loop.ts";
 import { createChainClient } from "../../src/chains/rpc.ts";
 import { type SettlementWatcher, settlementWatcher } from "../../src/chains/settlement-watcher.ts";
-import { handleOps } from "../../src/chains/userop.ts";
+import { handleOps, simulateHandleOps } from "../../src/chains/userop.ts";
 import { depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { seedProject, startTestApp, TEST_SIGNER_KEY, type TestApp } from "../support/app.ts";
 import {
@@ -208,12 +208,6 @@ describe("settling sponsored operations", () => {
       const op = await sponsoredOp(data);
       record(await handleOps(chain.publicClient, bundler(), stack.entryPoint, [op.userOp]), [op]);
     }
-    // A postOp gas limit too small for postOp (it is not part of what the service signs): postOp
-    // reverts, the EntryPoint emits no Sponsored log, and the operation is still paid.
-    const starved = await sponsoredOp(mintCall, (pmd) => withPostOpGasLimit(pmd, 1_000n));
-    record(await handleOps(chain.publicClient, bundler(), stack.entryPoint, [starved.userOp]), [starved]);
-    assert.equal(charged.get(starved.authId)?.success, false);
-
     const probe = randomAccount();
     const probeOp = await userOpWith(chain, stack, probe, {
       target: stack.gameItems,
@@ -233,7 +227,7 @@ describe("settling sponsored operations", () => {
 
     await chain.testClient.mine({ blocks: CONFIRMATIONS });
     const report = await watcher().tick();
-    assert.equal(report.settled, 7);
+    assert.equal(report.settled, 6);
     assert.equal(report.released, 0);
 
     const sum = totalCharged();
@@ -254,7 +248,7 @@ describe("settling sponsored operations", () => {
       assert.equal(row.user_op_hash, c.userOpHash);
       assert.ok(c.cost > 0n, "a reverted operation still costs");
     }
-    assert.equal([...charged.values()].filter((c) => !c.success).length, 3);
+    assert.equal([...charged.values()].filter((c) => !c.success).length, 2);
   });
 
   test("running tick again changes nothing", async () => {
@@ -330,6 +324,15 @@ describe("releasing unused reservations", () => {
     });
     const expired = events.json().events.find((e: { auth_id: string }) => e.auth_id === unused.authId);
     assert.deepEqual([expired.status, expired.actual_gas], ["expired", 0]);
+  });
+
+  test("a postOp gas limit too small for postOp is refused on chain, so it can never cost without a Sponsored log", async () => {
+    // The limit sits outside the signed fields; the contract bounds it instead.
+    const starved = await sponsoredOp(mintCall, (pmd) => withPostOpGasLimit(pmd, 1_000n));
+    const refusal = await simulateHandleOps(chain.publicClient, bundler().account.address, stack.entryPoint, [
+      starved.userOp,
+    ]);
+    assert.equal(refusal?.reason, "AA33 reverted");
   });
 });
 
