@@ -17,7 +17,7 @@ export interface ChainConfig {
   active: boolean;
   /** How often the chain watchers (settlement, deposits) poll the RPC. */
   pollIntervalMs: number;
-  /** Where the watchers begin when they have no cursor yet; null = the confirmed head at first start. */
+  /** Where the watchers begin when they have no cursor yet; null = the block before the oldest record that matters (start-block.ts). */
   startBlock: bigint | null;
 }
 

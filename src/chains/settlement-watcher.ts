@@ -18,6 +18,7 @@
  * Crashes: the cursor moves only after its range was applied, and settle/release apply at most
  * once, so a restart re-reads the unfinished range and changes nothing that was already done.
  */
+
 import { type Address, decodeFunctionData, getAbiItem, type Hex, isAddressEqual, size, slice } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
 import type { Db } from "../db/db.ts";
@@ -27,6 +28,7 @@ import { advanceCursor, readCursor } from "./cursors.ts";
 import { sponsorPaymasterAbi } from "./devnet.ts";
 import { silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, confirmedHead } from "./rpc.ts";
+import { earliestPendingSec, initialBlock } from "./start-block.ts";
 
 export const SETTLEMENT_WATCHER = "settlement";
 
@@ -44,7 +46,7 @@ export interface SettlementWatcherOptions {
   entryPoint: Address;
   paymaster: Address;
   confirmations: number;
-  /** First block to read when there is no cursor yet; null or absent = the confirmed head. */
+  /** First block to read when there is no cursor yet; absent = found from the oldest pending authorization. */
   startBlock?: bigint | null;
   /** Blocks per eth_getLogs call; public RPCs commonly refuse more than a few thousand. */
   maxBlockRange?: bigint;
@@ -110,7 +112,10 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
 
     async nextRange(head) {
       const cursor = await readCursor(db, chainId, SETTLEMENT_WATCHER);
-      const fromBlock = cursor ?? options.startBlock ?? head;
+      const fromBlock =
+        cursor ??
+        options.startBlock ??
+        (await initialBlock(client, head, await earliestPendingSec(db, chainId)));
       if (fromBlock > head) return null;
       const toBlock = fromBlock + maxBlockRange - 1n < head ? fromBlock + maxBlockRange - 1n : head;
       return { fromBlock, toBlock };

@@ -13,10 +13,12 @@
  * Like the settlement watcher it never reads above `confirmations` below the head: reorgs
  * shallower than that are harmless, deeper ones are not undone.
  */
+
 import { BaseError, type Hex, MethodNotFoundRpcError, MethodNotSupportedRpcError, toHex } from "viem";
 import { advanceCursor, readCursor } from "../chains/cursors.ts";
 import { silentLog, type WatcherLog } from "../chains/poll-loop.ts";
 import { type ChainClient, confirmedHead } from "../chains/rpc.ts";
+import { earliestFundingSec, initialBlock } from "../chains/start-block.ts";
 import type { Db } from "../db/db.ts";
 import { creditDeposit } from "../ledger/ledger.ts";
 import { depositReference } from "./store.ts";
@@ -32,7 +34,7 @@ export interface DepositWatcherOptions {
   client: ChainClient;
   chainId: number;
   confirmations: number;
-  /** First block to read when there is no cursor yet; null or absent = the confirmed head. */
+  /** First block to read when there is no cursor yet; absent = found from the funding accounts' age. */
   startBlock?: bigint | null;
   /** Bounds the blocks read in one tick (each costs a block and a trace request). */
   maxBlocksPerTick?: number;
@@ -91,7 +93,10 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
 
     async nextRange(head) {
       const cursor = await readCursor(db, chainId, DEPOSIT_WATCHER);
-      const fromBlock = cursor ?? options.startBlock ?? head;
+      const fromBlock =
+        cursor ??
+        options.startBlock ??
+        (await initialBlock(client, head, await earliestFundingSec(db, chainId)));
       if (fromBlock > head) return null;
       return { fromBlock, toBlock: fromBlock + maxBlocks - 1n < head ? fromBlock + maxBlocks - 1n : head };
     },
