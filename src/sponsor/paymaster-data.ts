@@ -1,4 +1,15 @@
-import { type Address, concatHex, type Hex, hashTypedData, numberToHex, size } from "viem";
+import { keccak_256 } from "@noble/hashes/sha3";
+import {
+  type Address,
+  bytesToHex,
+  concatHex,
+  type Hex,
+  hashDomain,
+  hexToBytes,
+  numberToHex,
+  size,
+  toHex,
+} from "viem";
 
 /**
  * The EIP-712 shape the SponsorPaymaster contract verifies (DESIGN.md §1). The service signs
@@ -53,9 +64,62 @@ export function sponsorshipTypedData(domain: PaymasterDomain, s: Sponsorship) {
   };
 }
 
-/** The 32-byte digest the signer signs and the contract's `getHash` returns. */
+/**
+ * The 32-byte digest the signer signs and the contract's `getHash` returns:
+ * keccak256(0x1901 ‖ domainSeparator ‖ structHash). It sits on the authorize hot path, so the
+ * struct is encoded by hand into one buffer (viem's generic hashTypedData costs ~10× more) and the
+ * domain separator is computed once per (chain, paymaster). Tests check it against hashTypedData.
+ */
 export function sponsorshipDigest(domain: PaymasterDomain, s: Sponsorship): Hex {
-  return hashTypedData(sponsorshipTypedData(domain, s));
+  const buf = new Uint8Array(2 + 32 + 32 * 8);
+  buf[0] = 0x19;
+  buf[1] = 0x01;
+  buf.set(domainSeparator(domain), 2);
+  const struct = buf.subarray(34);
+  struct.set(SPONSORSHIP_TYPEHASH, 0);
+  struct.set(hexToBytes(s.sender), 32 + 12);
+  struct.set(hexToBytes(s.target), 64 + 12);
+  // bytes4 is left-aligned in its word; integers are right-aligned.
+  struct.set(hexToBytes(s.selector), 96);
+  writeUint(struct, 128, s.maxGasCostWei);
+  writeUint(struct, 160, BigInt(s.validUntilSec));
+  writeUint(struct, 192, BigInt(s.validAfterSec));
+  struct.set(hexToBytes(s.authId), 224);
+  buf.set(keccak_256(struct), 34);
+  return bytesToHex(keccak_256(buf.subarray(0, 66)));
+}
+
+const SPONSORSHIP_TYPEHASH = keccak_256(
+  "Sponsorship(address sender,address target,bytes4 selector,uint256 maxGasCost,uint48 validUntil,uint48 validAfter,bytes32 authId)",
+);
+
+const separators = new Map<string, Uint8Array>();
+function domainSeparator(domain: PaymasterDomain): Uint8Array {
+  const key = `${domain.chainId}:${domain.paymaster.toLowerCase()}`;
+  let separator = separators.get(key);
+  if (!separator) {
+    const { domain: typedDomain } = sponsorshipTypedData(domain, {} as Sponsorship);
+    separator = hexToBytes(
+      hashDomain({
+        domain: { ...typedDomain, chainId: BigInt(typedDomain.chainId) },
+        types: { EIP712Domain: EIP712_DOMAIN_FIELDS },
+      }),
+    );
+    separators.set(key, separator);
+  }
+  return separator;
+}
+
+const EIP712_DOMAIN_FIELDS = [
+  { name: "name", type: "string" },
+  { name: "version", type: "string" },
+  { name: "chainId", type: "uint256" },
+  { name: "verifyingContract", type: "address" },
+] as const;
+
+function writeUint(out: Uint8Array, offset: number, value: bigint) {
+  if (value < 0n || value >= 2n ** 256n) throw new Error("uint256 out of range");
+  out.set(hexToBytes(toHex(value, { size: 32 })), offset);
 }
 
 export interface PaymasterGasLimits {
