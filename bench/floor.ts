@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import { type TSchema, Type } from "@sinclair/typebox";
 import Fastify from "fastify";
 import { type Address, bytesToHex, type Hex } from "viem";
-import { validatorCompiler } from "../src/http/validation.ts";
 import { Address as AddressSchema, Selector } from "../src/http/schemas.ts";
+import { validatorCompiler } from "../src/http/validation.ts";
 import { encodePaymasterAndData, sponsorshipDigest } from "../src/sponsor/paymaster-data.ts";
 import { MAX_ESTIMATED_GAS } from "../src/sponsor/policy.ts";
 import * as sponsorRoutes from "../src/sponsor/routes.ts";
@@ -42,8 +42,12 @@ interface Body {
 
 const signer = createSigner(process.env.SIGNER_PRIVATE_KEY as Hex);
 const paymaster = process.env.CHAIN_14601_PAYMASTER_ADDRESS as Address;
+// The built-in default fee cap of chain 14601 (config.ts).
 const maxFeePerGasWei = 200_000_000_000n;
-const gas = { verificationGasLimit: 60_000n, postOpGasLimit: 10_000n };
+const gas = {
+  verificationGasLimit: sponsorRoutes.PAYMASTER_VERIFICATION_GAS_LIMIT,
+  postOpGasLimit: sponsorRoutes.PAYMASTER_POST_OP_GAS_LIMIT,
+};
 
 const app = Fastify({ logger: false });
 app.setValidatorCompiler(validatorCompiler());

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { openSync, readFileSync } from "node:fs";
+import { openSync, readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 
@@ -19,6 +19,10 @@ export interface Child {
   readonly logPath: string;
   /** CPU time (user + system) the process has used so far, in milliseconds. */
   cpuMs(): number;
+  /** Null while the process runs; how it ended otherwise. */
+  exited(): string | null;
+  /** The last lines of its log. */
+  logTail(): string;
   stop(): Promise<void>;
 }
 
@@ -72,7 +76,13 @@ export async function startChild(opts: StartOptions): Promise<Child> {
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.once("exit", () => running.delete(child));
   const baseUrl = `http://127.0.0.1:${port}`;
-  await waitReady(opts.name, child, `${baseUrl}${opts.readyPath}`, opts.logPath, opts.readyTimeoutMs ?? 60_000);
+  await waitReady(
+    opts.name,
+    child,
+    `${baseUrl}${opts.readyPath}`,
+    opts.logPath,
+    opts.readyTimeoutMs ?? 60_000,
+  );
   const pid = child.pid!;
   return {
     name: opts.name,
@@ -80,6 +90,13 @@ export async function startChild(opts: StartOptions): Promise<Child> {
     baseUrl,
     logPath: opts.logPath,
     cpuMs: () => processCpuMs(pid),
+    exited: () =>
+      child.exitCode !== null
+        ? `exit code ${child.exitCode}`
+        : child.signalCode !== null
+          ? `signal ${child.signalCode}`
+          : null,
+    logTail: () => tail(opts.logPath),
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGTERM");
@@ -119,28 +136,62 @@ function tail(path: string, lines = 30): string {
 
 /** utime + stime of a process from /proc, in ms (Linux); NaN where /proc is unavailable. */
 export function processCpuMs(pid: number): number {
+  return readStat(pid)?.cpuMs ?? Number.NaN;
+}
+
+function readStat(pid: number | string): { command: string; cpuMs: number } | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const command = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
     // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicksPerSec;
+    return { command, cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicksPerSec };
   } catch {
-    return Number.NaN;
+    return null;
   }
+}
+
+const STORE_COMMANDS = /^(postgres|redis-server)$/;
+
+/**
+ * CPU time so far of every local PostgreSQL and Redis process, by pid. Sampled before and after
+ * a scenario it gives the stores' share per request (a backend that started meanwhile counts in
+ * full; one that ended meanwhile is lost, which a connection pool makes rare).
+ */
+export function storeCpuSnapshot(): Map<string, number> {
+  const out = new Map<string, number>();
+  let pids: string[];
+  try {
+    pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    const stat = readStat(pid);
+    if (stat && STORE_COMMANDS.test(stat.command)) out.set(pid, stat.cpuMs);
+  }
+  return out;
+}
+
+export function storeCpuSince(before: Map<string, number>): number {
+  let ms = 0;
+  for (const [pid, cpuMs] of storeCpuSnapshot()) ms += cpuMs - (before.get(pid) ?? 0);
+  return ms;
 }
 
 // USER_HZ is 100 on every mainstream Linux build; /proc exposes no portable way to read it.
 const clockTicksPerSec = 100;
 
-/** Busy and total jiffies of the whole machine (all cores), from /proc/stat. */
-export function machineCpu(): { busy: number; total: number } {
+/** Busy and total CPU time of the whole machine (all cores), in ms, from /proc/stat. */
+export function machineCpu(): { busyMs: number; totalMs: number } {
   try {
     const first = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
     const v = first.trim().split(/\s+/).slice(1).map(Number);
     const idle = (v[3] ?? 0) + (v[4] ?? 0);
     const total = v.reduce((a, b) => a + b, 0);
-    return { busy: total - idle, total };
+    const ms = 1000 / clockTicksPerSec;
+    return { busyMs: (total - idle) * ms, totalMs: total * ms };
   } catch {
-    return { busy: Number.NaN, total: Number.NaN };
+    return { busyMs: Number.NaN, totalMs: Number.NaN };
   }
 }
