@@ -5,6 +5,7 @@ import type { Db } from "./db/db.ts";
 import type { DepositDeriver } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/routes.ts";
 import type { TokenVerifier } from "./identity/tokens.ts";
+import type { ReservationBatcher } from "./ledger/batcher.ts";
 import type { RateLimiter } from "./rate-limits/limiter.ts";
 import type { Signer } from "./sponsor/signer.ts";
 
@@ -18,6 +19,8 @@ export interface Services {
   apiKeys: ApiKeyResolver;
   rateLimiter: RateLimiter;
   signer: Signer;
+  /** Reserves gas tank funds for authorizations, batching concurrent ones per project. */
+  reservations: ReservationBatcher;
   readiness: ReadinessProbe[];
   /** Milliseconds since the epoch; tests may move it. */
   now: () => number;

@@ -10,6 +10,7 @@ import type { Db } from "./db/db.ts";
 import { depositDeriver, xpubFromLocalSeed } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/routes.ts";
 import { localIssuer, oidcVerifier, type TokenVerifier } from "./identity/tokens.ts";
+import { reservationBatcher } from "./ledger/batcher.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
 import { loadOrCreateSecret } from "./secrets.ts";
 import { createSigner } from "./sponsor/signer.ts";
@@ -60,6 +61,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     apiKeys,
     rateLimiter,
     signer: createSigner(signerKey),
+    reservations: reservationBatcher(db),
     readiness,
     now,
     ...overrides,

@@ -357,6 +357,22 @@ describe("money under concurrency", () => {
     assert.equal(later.body, oks[0]!.body);
   });
 
+  it("the same clientNonce sent concurrently through two instances still makes one reservation", async () => {
+    const p = await fundedProject(100n * COST);
+    const other = await startTestApp({ db: { db: t.db, schema: null, drop: async () => {} } });
+    try {
+      const body = bodyFor(p.projectId, { clientNonce: "two-instances" });
+      const send = (app: TestApp) =>
+        app.request({ method: "POST", url: "/sponsor/authorize", token: p.apiKey, payload: body });
+      const results = await Promise.all(Array.from({ length: 40 }, (_, i) => send(i % 2 === 0 ? t : other)));
+      assert.ok(results.every((r) => r.statusCode === 200));
+      assert.equal(new Set(results.map((r) => r.body)).size, 1);
+      assert.equal(await balanceOf(p.projectId), 99n * COST);
+    } finally {
+      await other.close();
+    }
+  });
+
   it("the same clientNonce with a different body is 422; refusals are not stored", async () => {
     const p = await fundedProject(0n);
     const body = bodyFor(p.projectId, { clientNonce: "retry-me" });

@@ -1,6 +1,5 @@
 import assert from "node:assert/strict";
 import type { Db, Queryable } from "../db/db.ts";
-import { PgError, sqlState } from "../db/db.ts";
 
 /**
  * The gas tank ledger (DESIGN.md §2). Every movement is an append-only entry with a unique
@@ -33,48 +32,59 @@ export type ReserveOutcome =
   | { kind: "insufficient_balance" }
   | { kind: "daily_cap_exceeded" };
 
-const RESERVE_RETRIES = 3;
-
-/** Reserves maxGasCost in one conditional statement (never read-then-write). */
-export async function reserve(db: Queryable, r: Reservation): Promise<ReserveOutcome> {
-  assert.ok(r.maxGasCostWei >= 0n, "maxGasCost must not be negative");
-  assert.ok(r.validUntilSec > r.validAfterSec, "validUntil must be after validAfter");
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const rows = await db.query<{
-        outcome: string;
-        stored_digest: string | null;
-        stored_response: string | null;
-      }>("SELECT * FROM reserve_sponsorship($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)", [
-        r.projectId,
-        r.clientNonce,
-        r.requestDigest,
-        r.authId,
-        r.apiKeyId,
-        r.chainId,
-        r.sender,
-        r.target,
-        r.selector,
-        r.estimatedGas.toString(),
-        r.maxGasCostWei.toString(),
-        r.validAfterSec,
-        r.validUntilSec,
-        r.response,
-      ]);
-      const row = rows[0]!;
-      if (row.outcome === "replay") {
-        return { kind: "replay", requestDigest: row.stored_digest, response: row.stored_response };
-      }
-      return { kind: row.outcome as "reserved" | "not_allowlisted" | "insufficient_balance" };
-    } catch (err) {
-      const message = (err as Error).message ?? "";
-      if (sqlState(err) !== PgError.raiseException) throw err;
-      if (message.includes("daily_cap_exceeded")) return { kind: "daily_cap_exceeded" };
-      // Lost a race with a duplicate of the same nonce: the retry finds and replays it.
-      if (message.includes("idempotency_race") && attempt < RESERVE_RETRIES) continue;
-      throw err;
-    }
+/**
+ * Reserves for several authorizations of one project in a single statement, each decided on its
+ * own (see migrations/002_reserve.sql). Outcomes come back in the order of `items`.
+ */
+export async function reserveMany(
+  db: Queryable,
+  projectId: string,
+  items: Reservation[],
+): Promise<ReserveOutcome[]> {
+  for (const r of items) {
+    assert.equal(r.projectId, projectId, "a batch holds one project");
+    assert.ok(r.maxGasCostWei >= 0n, "maxGasCost must not be negative");
+    assert.ok(r.validUntilSec > r.validAfterSec, "validUntil must be after validAfter");
   }
+  const payload = items.map((r, idx) => ({
+    idx,
+    nonce: r.clientNonce,
+    digest: r.requestDigest,
+    auth_id: r.authId,
+    key_id: r.apiKeyId,
+    chain_id: r.chainId,
+    sender: r.sender,
+    target: r.target,
+    selector: r.selector,
+    gas: r.estimatedGas.toString(),
+    cost: r.maxGasCostWei.toString(),
+    valid_after: r.validAfterSec,
+    valid_until: r.validUntilSec,
+    response: r.response,
+  }));
+  const rows = await db.query<{
+    idx: number;
+    outcome: string;
+    stored_digest: string | null;
+    stored_response: string | null;
+  }>("SELECT idx, outcome, stored_digest, stored_response FROM reserve_sponsorships($1, $2::jsonb)", [
+    projectId,
+    JSON.stringify(payload),
+  ]);
+  const outcomes: ReserveOutcome[] = new Array(items.length);
+  for (const row of rows) {
+    outcomes[row.idx] =
+      row.outcome === "replay"
+        ? { kind: "replay", requestDigest: row.stored_digest, response: row.stored_response }
+        : { kind: row.outcome as Exclude<ReserveOutcome["kind"], "replay"> };
+  }
+  assert.ok(outcomes.every(Boolean), "every reservation gets an outcome");
+  return outcomes;
+}
+
+/** Reserves maxGasCost for one authorization (a batch of one). */
+export async function reserve(db: Queryable, r: Reservation): Promise<ReserveOutcome> {
+  return (await reserveMany(db, r.projectId, [r]))[0]!;
 }
 
 export type Outcome = "success" | "reverted";

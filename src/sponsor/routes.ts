@@ -6,7 +6,6 @@ import type { RoutePlugin, Services } from "../context.ts";
 import { ApiError } from "../http/problem.ts";
 import { Address as AddressSchema, bearer, responses, Selector } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
-import { reserve } from "../ledger/ledger.ts";
 import { encodePaymasterAndData, PAYMASTER_DATA_OFFSET, sponsorshipDigest } from "./paymaster-data.ts";
 import { MAX_ESTIMATED_GAS, quote } from "./policy.ts";
 
@@ -126,7 +125,7 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
         ? digestOf(body.projectId, sender, target, selector, body.estimatedGas, body.chainId)
         : null;
 
-      const outcome = await reserve(services.db, {
+      const outcome = await services.reservations.reserve({
         projectId: body.projectId,
         clientNonce: nonce,
         requestDigest,
