@@ -38,7 +38,7 @@ export function reservationBatcher(db: Queryable): ReservationBatcher {
         projectId,
         batch.map((w) => w.reservation),
       );
-      batch.forEach((w, i) => w.resolve(outcomes[i]!));
+      for (const [i, w] of batch.entries()) w.resolve(outcomes[i]!);
     } catch (err) {
       for (const w of batch) w.reject(err);
     } finally {
