@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { generatePrivateKey } from "viem/accounts";
+import { benchDatabase } from "./database.ts";
 import { type LoadResult, runLoad } from "./load.ts";
 import { type Child, startChild, storeCpuSince, storeCpuSnapshot } from "./processes.ts";
 import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } from "./seed.ts";
@@ -16,7 +17,8 @@ import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } f
  *   BENCH_DURATION_SEC (10), BENCH_WARMUP_SEC (3), BENCH_CONNECTIONS ("10,50,100"),
  *   BENCH_LOG_LEVEL (the service's LOG_LEVEL, default info as shipped), BENCH_SKIP_FLOOR,
  *   BENCH_NODE_OPTIONS (extra node flags for the children, e.g. "--cpu-prof"),
- *   BENCH_KEEP (keep the temporary data directory and logs), BENCH_JSON (write results there).
+ *   BENCH_KEEP (keep the temporary data directory and logs), BENCH_JSON (write results there),
+ *   BENCH_FRESH_DB=0 (use DATABASE_URL's database itself instead of a fresh one beside it).
  */
 
 const USERS = 1_000;
@@ -56,12 +58,14 @@ async function main() {
   };
   delete baseEnv.DATABASE_URL;
   delete baseEnv.REDIS_URL;
-  if (databaseUrl) baseEnv.DATABASE_URL = databaseUrl;
   if (redisUrl) baseEnv.REDIS_URL = redisUrl;
+  const database = databaseUrl ? await benchDatabase(databaseUrl, runId) : null;
+  if (database) baseEnv.DATABASE_URL = database.url;
 
   console.log(
     `bench ${runId}: store ${store}, rate limits ${limits}, ${durationSec} s per scenario, ` +
-      `warm-up ${warmupSec} s, connections ${connectionCounts.join("/")}, data dir ${dataDir}`,
+      `warm-up ${warmupSec} s, connections ${connectionCounts.join("/")}, data dir ${dataDir}` +
+      (database?.created ? `, database ${database.created} (dropped afterwards)` : ""),
   );
   // The machine is shared with the load generator and the stores; anything else running skews it.
   const [load1] = loadavg();
@@ -70,7 +74,7 @@ async function main() {
   }
   const rows: Row[] = [];
   try {
-    const { service, seeded } = await startSeededService(baseEnv, dataDir, runId);
+    const { service, seeded } = await startSeededService(baseEnv, dataDir, runId, database?.url ?? null);
     try {
       const distinct = bodies(seeded, runId, USERS);
       const single = bodies(seeded, runId, 1);
@@ -116,6 +120,7 @@ async function main() {
   } finally {
     if (process.env.BENCH_KEEP) console.log(`kept ${dataDir}`);
     else rmSync(dataDir, { recursive: true, force: true });
+    await database?.drop().catch((err) => console.error(`could not drop the bench database: ${err}`));
   }
 }
 
@@ -123,7 +128,12 @@ async function main() {
  * Starts the service and seeds a funded project. PGlite allows one process on a data directory,
  * so in embedded mode the service is stopped while the tank is credited, then started again.
  */
-async function startSeededService(env: Record<string, string>, dataDir: string, runId: string) {
+async function startSeededService(
+  env: Record<string, string>,
+  dataDir: string,
+  runId: string,
+  serviceDatabaseUrl: string | null,
+) {
   const start = () =>
     startChild({
       name: "service",
@@ -136,8 +146,8 @@ async function startSeededService(env: Record<string, string>, dataDir: string, 
   let seeded: Seeded;
   try {
     seeded = await seedProject(service.baseUrl, dataDir, runId);
-    if (databaseUrl) {
-      await fundProject({ databaseUrl, dataDir }, seeded.projectId, runId);
+    if (serviceDatabaseUrl) {
+      await fundProject({ databaseUrl: serviceDatabaseUrl, dataDir }, seeded.projectId, runId);
       return { service, seeded };
     }
   } catch (err) {
