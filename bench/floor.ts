@@ -1,12 +1,13 @@
 import { randomBytes } from "node:crypto";
-import { type TSchema, Type } from "@sinclair/typebox";
 import Fastify from "fastify";
 import { type Address, bytesToHex, type Hex } from "viem";
-import { Address as AddressSchema, Selector } from "../src/http/schemas.ts";
 import { validatorCompiler } from "../src/http/validation.ts";
 import { encodePaymasterAndData, sponsorshipDigest } from "../src/sponsor/paymaster-data.ts";
-import { MAX_ESTIMATED_GAS } from "../src/sponsor/policy.ts";
-import * as sponsorRoutes from "../src/sponsor/routes.ts";
+import {
+  AuthorizeBody,
+  PAYMASTER_POST_OP_GAS_LIMIT,
+  PAYMASTER_VERIFICATION_GAS_LIMIT,
+} from "../src/sponsor/routes.ts";
 import { createSigner } from "../src/sponsor/signer.ts";
 
 /**
@@ -15,22 +16,6 @@ import { createSigner } from "../src/sponsor/signer.ts";
  * storage, no authentication, no rate limit, no logging. authorize ÷ floor says how much of
  * the achievable rate the service keeps after doing its real work.
  */
-
-// The route's own schema when src/sponsor/routes.ts exports it; until then a minimal copy.
-const AuthorizeBody: TSchema =
-  ((sponsorRoutes as Record<string, unknown>).AuthorizeBody as TSchema | undefined) ??
-  Type.Object(
-    {
-      projectId: Type.String({ minLength: 1, maxLength: 64 }),
-      user: AddressSchema,
-      target: AddressSchema,
-      selector: Selector,
-      estimatedGas: Type.Integer({ minimum: 1, maximum: Number(MAX_ESTIMATED_GAS) }),
-      chainId: Type.Integer({ minimum: 1, maximum: 2 ** 53 - 1 }),
-      clientNonce: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9._:-]{1,128}$" })),
-    },
-    { additionalProperties: true },
-  );
 
 interface Body {
   user: string;
@@ -45,8 +30,8 @@ const paymaster = process.env.CHAIN_14601_PAYMASTER_ADDRESS as Address;
 // The built-in default fee cap of chain 14601 (config.ts).
 const maxFeePerGasWei = 200_000_000_000n;
 const gas = {
-  verificationGasLimit: sponsorRoutes.PAYMASTER_VERIFICATION_GAS_LIMIT,
-  postOpGasLimit: sponsorRoutes.PAYMASTER_POST_OP_GAS_LIMIT,
+  verificationGasLimit: PAYMASTER_VERIFICATION_GAS_LIMIT,
+  postOpGasLimit: PAYMASTER_POST_OP_GAS_LIMIT,
 };
 
 const app = Fastify({ logger: false });

@@ -13,11 +13,14 @@ let owner: string;
 let apiKey: string;
 let projectId: string;
 let slug: string;
+/** Values that name something real (the organization by id as well as by slug). */
+const realValues = new Set<string>();
 
 before(async () => {
   t = await startTestApp();
   const p = await seedProject(t, { projectId: "fuzz-proj", slug: "fuzz-org" });
   ({ ownerToken: owner, apiKey, projectId, slug } = p);
+  for (const v of [slug, projectId, String(p.orgId), "1", "14601"]) realValues.add(v);
   await creditDeposit(t.db, { projectId, reference: "fuzz", amountWei: 10n ** 20n });
 });
 after(() => t.close());
@@ -250,7 +253,7 @@ function mutationsFor(route: Route): fc.Arbitrary<Mutation> {
         name: fc.constantFrom(...paramNames),
         value: fc
           .string({ minLength: 1, maxLength: 250 })
-          .filter((v) => !Object.values(route.params).includes(v)),
+          .filter((v) => !realValues.has(v) && !Object.values(route.params).includes(v)),
       }),
     );
   }

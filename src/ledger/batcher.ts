@@ -24,6 +24,16 @@ export function reservationBatcher(db: Queryable): ReservationBatcher {
   const queues = new Map<string, Waiting[]>();
   const inFlight = new Set<string>();
 
+  const scheduled = new Set<string>();
+  function schedule(projectId: string) {
+    if (scheduled.has(projectId)) return;
+    scheduled.add(projectId);
+    setImmediate(() => {
+      scheduled.delete(projectId);
+      void flush(projectId);
+    });
+  }
+
   async function flush(projectId: string): Promise<void> {
     const queue = queues.get(projectId);
     if (!queue || queue.length === 0) {
@@ -43,7 +53,9 @@ export function reservationBatcher(db: Queryable): ReservationBatcher {
       for (const w of batch) w.reject(err);
     } finally {
       inFlight.delete(projectId);
-      void flush(projectId);
+      // Through the event loop, so requests that arrived meanwhile are parsed and join the next
+      // batch even when the store answers without yielding (PGlite runs in this thread).
+      schedule(projectId);
     }
   }
 
@@ -53,7 +65,7 @@ export function reservationBatcher(db: Queryable): ReservationBatcher {
         const queue = queues.get(reservation.projectId) ?? [];
         queue.push({ reservation, resolve, reject });
         queues.set(reservation.projectId, queue);
-        if (!inFlight.has(reservation.projectId)) void flush(reservation.projectId);
+        if (!inFlight.has(reservation.projectId)) schedule(reservation.projectId);
       });
     },
   };

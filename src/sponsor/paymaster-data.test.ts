@@ -19,7 +19,17 @@ describe("sponsorshipDigest", () => {
         bytes(32),
         fc.integer({ min: 1, max: 2 ** 31 }),
         bytes(20),
-        (sender, target, selector, maxGasCostWei, validUntilSec, validAfterSec, authId, chainId, paymaster) => {
+        (
+          sender,
+          target,
+          selector,
+          maxGasCostWei,
+          validUntilSec,
+          validAfterSec,
+          authId,
+          chainId,
+          paymaster,
+        ) => {
           const s: Sponsorship = {
             sender: sender as Address,
             target: target as Address,

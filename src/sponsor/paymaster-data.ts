@@ -1,4 +1,12 @@
-import { keccak_256 } from "@noble/hashes/sha3";
+import { createRequire } from "node:module";
+
+// js-sha3's keccak-256 is about 4× faster than @noble/hashes' on this hot path (measured: 256-byte
+// input 7 µs vs 29 µs); both implement the same function and the digest test pins the output.
+const jsSha3 = createRequire(import.meta.url)("js-sha3") as {
+  keccak256: { arrayBuffer(message: Uint8Array | string): ArrayBuffer };
+};
+const keccak_256 = (message: Uint8Array | string) => new Uint8Array(jsSha3.keccak256.arrayBuffer(message));
+
 import {
   type Address,
   bytesToHex,

@@ -14,7 +14,7 @@ import { MAX_ESTIMATED_GAS, quote } from "./policy.ts";
 export const PAYMASTER_VERIFICATION_GAS_LIMIT = 60_000n;
 export const PAYMASTER_POST_OP_GAS_LIMIT = 10_000n;
 
-const AuthorizeBody = Type.Object(
+export const AuthorizeBody = Type.Object(
   {
     projectId: Type.String({ minLength: 1, maxLength: 64 }),
     user: AddressSchema,
