@@ -1,17 +1,13 @@
 import type { Redis } from "ioredis";
-import {
-  type RateLimiterAbstract,
-  RateLimiterMemory,
-  RateLimiterRedis,
-  RateLimiterRes,
-} from "rate-limiter-flexible";
+import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { ApiError } from "../http/problem.ts";
 
 /**
  * Per-key request budgets: `rateLimit` requests per minute (DESIGN.md §3), counted in Redis when
- * it is configured so that every instance shares one exact count, in memory otherwise. If Redis
- * stops answering, counting continues in this process's memory (an insurance limiter) until it
- * comes back, and readiness reports the degradation; money checks never depend on this.
+ * it is configured so that every instance shares one exact count (one atomic Lua script, batched
+ * per key), in memory otherwise (rate-limiter-flexible). If Redis stops answering, counting
+ * continues in this process's memory until it comes back, and readiness reports the
+ * degradation; money checks never depend on this.
  */
 export interface RateLimiter {
   readonly shared: boolean;
@@ -24,63 +20,103 @@ export interface RateLimiter {
 export const WINDOW_SEC = 60;
 
 export function memoryRateLimiter(): RateLimiter {
-  return limiterWith(
-    false,
-    (points) => new RateLimiterMemory({ points, duration: WINDOW_SEC }),
-    async () => true,
-  );
-}
-
-export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
-  return limiterWith(
-    true,
-    (points) =>
-      new RateLimiterRedis({
-        storeClient: redis,
-        keyPrefix: `${prefix}:${points}`,
-        points,
-        duration: WINDOW_SEC,
-        insuranceLimiter: new RateLimiterMemory({ points, duration: WINDOW_SEC }),
-        rejectIfRedisNotReady: true,
-      }),
-    async () => {
-      try {
-        return (await redis.ping()) === "PONG";
-      } catch {
-        return false;
-      }
-    },
-  );
-}
-
-function limiterWith(
-  shared: boolean,
-  make: (points: number) => RateLimiterAbstract,
-  healthy: () => Promise<boolean>,
-): RateLimiter {
   // One limiter per distinct budget: keys created with the same rateLimit share the instance.
-  const byBudget = new Map<number, RateLimiterAbstract>();
+  const byBudget = new Map<number, RateLimiterMemory>();
   return {
-    shared,
-    healthy,
+    shared: false,
+    healthy: async () => true,
     async consume(keyId, perMinute) {
       let limiter = byBudget.get(perMinute);
       if (!limiter) {
-        limiter = make(perMinute);
+        limiter = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SEC });
         byBudget.set(perMinute, limiter);
       }
       try {
         await limiter.consume(String(keyId), 1);
       } catch (res) {
         if (!(res instanceof RateLimiterRes)) throw res;
-        throw tooMany(perMinute, res);
+        throw tooMany(perMinute, res.msBeforeNext);
       }
     },
   };
 }
 
-function tooMany(perMinute: number, res: RateLimiterRes): ApiError {
-  const resetSec = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+/**
+ * Counts in Redis, exactly across instances, with one round trip per batch: requests of the same
+ * key that arrive while that key's previous call is in flight are counted together by a single
+ * INCRBY, and each learns its own position in the window from the total. A fixed window starts
+ * at a key's first request and lasts WINDOW_SEC (the key's TTL in Redis). If Redis fails, the
+ * requests are counted in this process's memory instead.
+ */
+export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
+  const insurance = memoryRateLimiter();
+  const pending = new Map<number, Pending[]>();
+  const inFlight = new Set<number>();
+
+  async function flush(keyId: number): Promise<void> {
+    const batch = pending.get(keyId) ?? [];
+    pending.delete(keyId);
+    if (batch.length === 0) return;
+    inFlight.add(keyId);
+    try {
+      const [total, ttlMs] = (await redis.eval(
+        COUNT_SCRIPT,
+        1,
+        `${prefix}:${keyId}`,
+        batch.length,
+        WINDOW_SEC * 1000,
+      )) as [number, number];
+      const first = total - batch.length + 1;
+      for (const [i, p] of batch.entries()) {
+        if (first + i <= p.perMinute) p.resolve();
+        else p.reject(tooMany(p.perMinute, Math.max(ttlMs, 1)));
+      }
+    } catch {
+      for (const p of batch) insurance.consume(keyId, p.perMinute).then(p.resolve, p.reject);
+    } finally {
+      inFlight.delete(keyId);
+      if (pending.has(keyId)) void flush(keyId);
+    }
+  }
+
+  return {
+    shared: true,
+    async healthy() {
+      try {
+        return (await redis.ping()) === "PONG";
+      } catch {
+        return false;
+      }
+    },
+    consume(keyId, perMinute) {
+      return new Promise<void>((resolve, reject) => {
+        const queue = pending.get(keyId) ?? [];
+        queue.push({ perMinute, resolve, reject });
+        pending.set(keyId, queue);
+        if (!inFlight.has(keyId)) void flush(keyId);
+      });
+    },
+  };
+}
+
+interface Pending {
+  perMinute: number;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+// INCRBY and the window's expiry in one atomic step; returns the new count and the window's
+// remaining milliseconds.
+const COUNT_SCRIPT = `
+local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+if total == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]); ttl = tonumber(ARGV[2]) end
+return {total, ttl}
+`;
+
+function tooMany(perMinute: number, msBeforeNext: number): ApiError {
+  const resetSec = Math.max(1, Math.ceil(msBeforeNext / 1000));
   return new ApiError(429, "rate_limited", `this API key allows ${perMinute} requests per minute`, {
     "retry-after": String(resetSec),
     "ratelimit-policy": `${perMinute};w=${WINDOW_SEC}`,
