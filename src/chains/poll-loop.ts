@@ -63,7 +63,7 @@ export function pollLoop(tick: () => Promise<unknown>, options: PollLoopOptions)
       state.consecutiveFailures = 0;
     } catch (err) {
       state.consecutiveFailures++;
-      state.lastError = (err as Error).message?.split("\n")[0] ?? String(err);
+      state.lastError = redactUrls((err as Error).message?.split("\n")[0] ?? String(err));
       log.warn(
         { watcher: options.name, failures: state.consecutiveFailures, err: state.lastError },
         "watcher tick failed",
@@ -95,4 +95,12 @@ export function pollLoop(tick: () => Promise<unknown>, options: PollLoopOptions)
     },
     state: () => ({ ...state }),
   };
+}
+
+/**
+ * Error messages of HTTP clients often carry the URL, and RPC URLs often carry an API key; the
+ * message ends up in logs and in /health/ready, so URLs are cut out.
+ */
+export function redactUrls(message: string): string {
+  return message.replace(/\b[a-z][a-z0-9+.-]*:\/\/\S+/gi, "[url]");
 }

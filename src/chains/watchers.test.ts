@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { LoopState } from "./poll-loop.ts";
+import { type LoopState, redactUrls } from "./poll-loop.ts";
 import { confirmedHead } from "./rpc.ts";
 import { MAX_LAG_BLOCKS, watcherHealth } from "./watchers.ts";
 
@@ -54,5 +54,14 @@ describe("watcher readiness", () => {
     assert.equal(confirmedHead(10n, 2), 8n);
     assert.equal(confirmedHead(10n, 0), 10n);
     assert.equal(confirmedHead(1n, 2), null);
+  });
+});
+
+describe("redactUrls", () => {
+  it("keeps RPC URLs (and the API keys they often carry) out of readiness and logs", () => {
+    assert.equal(
+      redactUrls("HTTP request failed. URL: https://rpc.example/v2/SECRETKEY status 401"),
+      "HTTP request failed. URL: [url] status 401",
+    );
   });
 });
