@@ -27,7 +27,10 @@ const errorCodes = [400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503] as co
 export function responses(ok: Record<number, TSchema>, extra: number[] = []): Record<number, TSchema> {
   const out: Record<number, TSchema> = { ...ok };
   for (const status of [...errorCodes, ...extra]) {
-    out[status] = { ...Type.Ref(Problem.$id!), description: "Problem details" } as TSchema;
+    out[status] = {
+      description: "Problem details (RFC 9457)",
+      content: { "application/problem+json": { schema: Type.Ref(Problem.$id!) } },
+    } as unknown as TSchema;
   }
   return out;
 }
