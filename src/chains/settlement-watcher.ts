@@ -28,7 +28,7 @@ import { advanceCursor, readCursor } from "./cursors.ts";
 import { sponsorPaymasterAbi } from "./devnet.ts";
 import { silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, confirmedHead } from "./rpc.ts";
-import { earliestPendingSec, initialBlock } from "./start-block.ts";
+import { earliestPendingSec, nextBlockRange } from "./start-block.ts";
 
 export const SETTLEMENT_WATCHER = "settlement";
 
@@ -110,16 +110,17 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
     name: SETTLEMENT_WATCHER,
     chainId,
 
-    async nextRange(head) {
-      const cursor = await readCursor(db, chainId, SETTLEMENT_WATCHER);
-      const fromBlock =
-        cursor ??
-        options.startBlock ??
-        (await initialBlock(client, head, await earliestPendingSec(db, chainId)));
-      if (fromBlock > head) return null;
-      const toBlock = fromBlock + maxBlockRange - 1n < head ? fromBlock + maxBlockRange - 1n : head;
-      return { fromBlock, toBlock };
-    },
+    nextRange: (head) =>
+      nextBlockRange({
+        db,
+        client,
+        chainId,
+        watcher: SETTLEMENT_WATCHER,
+        head,
+        maxBlocks: maxBlockRange,
+        startBlock: options.startBlock,
+        since: () => earliestPendingSec(db, chainId),
+      }),
 
     scan: (fromBlock, toBlock) => scanRange(options, fromBlock, toBlock),
 

@@ -1,4 +1,5 @@
 import type { Queryable } from "../db/db.ts";
+import { readCursor, type WatcherName } from "./cursors.ts";
 import type { ChainClient } from "./rpc.ts";
 
 /**
@@ -55,4 +56,29 @@ export async function earliestFundingSec(db: Queryable, chainId: number): Promis
     [chainId],
   );
   return rows[0]?.t ? Number(rows[0].t) : null;
+}
+
+/**
+ * The next block range a watcher reads: from its cursor (or, on its very first run, the start
+ * block or the look-back above) up to `maxBlocks` blocks, never past the confirmed head.
+ */
+export async function nextBlockRange(input: {
+  db: Queryable;
+  client: ChainClient;
+  chainId: number;
+  watcher: WatcherName;
+  head: bigint;
+  maxBlocks: bigint;
+  startBlock?: bigint | null;
+  /** The time before which nothing on chain can matter to this watcher, for its first run. */
+  since: () => Promise<number | null>;
+}): Promise<{ fromBlock: bigint; toBlock: bigint } | null> {
+  const { db, client, chainId, head, maxBlocks } = input;
+  const fromBlock =
+    (await readCursor(db, chainId, input.watcher)) ??
+    input.startBlock ??
+    (await initialBlock(client, head, await input.since()));
+  if (fromBlock > head) return null;
+  const last = fromBlock + maxBlocks - 1n;
+  return { fromBlock, toBlock: last < head ? last : head };
 }

@@ -18,7 +18,7 @@ import { BaseError, type Hex, MethodNotFoundRpcError, MethodNotSupportedRpcError
 import { advanceCursor, readCursor } from "../chains/cursors.ts";
 import { silentLog, type WatcherLog } from "../chains/poll-loop.ts";
 import { type ChainClient, confirmedHead } from "../chains/rpc.ts";
-import { earliestFundingSec, initialBlock } from "../chains/start-block.ts";
+import { earliestFundingSec, nextBlockRange } from "../chains/start-block.ts";
 import type { Db } from "../db/db.ts";
 import { creditDeposit } from "../ledger/ledger.ts";
 import { depositReference } from "./store.ts";
@@ -91,15 +91,17 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
     chainId,
     tracing: () => reader.mode(),
 
-    async nextRange(head) {
-      const cursor = await readCursor(db, chainId, DEPOSIT_WATCHER);
-      const fromBlock =
-        cursor ??
-        options.startBlock ??
-        (await initialBlock(client, head, await earliestFundingSec(db, chainId)));
-      if (fromBlock > head) return null;
-      return { fromBlock, toBlock: fromBlock + maxBlocks - 1n < head ? fromBlock + maxBlocks - 1n : head };
-    },
+    nextRange: (head) =>
+      nextBlockRange({
+        db,
+        client,
+        chainId,
+        watcher: DEPOSIT_WATCHER,
+        head,
+        maxBlocks,
+        startBlock: options.startBlock,
+        since: () => earliestFundingSec(db, chainId),
+      }),
 
     async scan(fromBlock, toBlock) {
       const accounts = await fundingAddresses(db, chainId);
