@@ -445,3 +445,35 @@ describe("analytics events", () => {
     );
   });
 });
+
+describe("path and query values", () => {
+  it("are refused unless they are exactly the declared integer or boolean (no blank, spaces or exponents)", async () => {
+    const p = await seedProject(t);
+    for (const q of ["offset=%20", "offset=", "limit=1e2", "limit=%2010", "limit=010", "offset=0x10"]) {
+      const res = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/analytics/events?${q}`,
+        token: p.ownerToken,
+      });
+      assert.equal(res.statusCode, 400, q);
+    }
+    const drift = await t.request({
+      method: "GET",
+      url: "/projects/funds/parity-report?onlyDrift=1",
+      token: p.ownerToken,
+    });
+    assert.equal(drift.statusCode, 400);
+    const chain = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/funding-accounts/%2014601`,
+      token: p.ownerToken,
+    });
+    assert.equal(chain.statusCode, 400);
+    const ok = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/analytics/events?limit=10&offset=0`,
+      token: p.ownerToken,
+    });
+    assert.equal(ok.statusCode, 200);
+  });
+});

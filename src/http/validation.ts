@@ -29,7 +29,47 @@ export function validatorCompiler(): FastifySchemaCompiler<unknown> {
     ajv.addKeyword("example");
   }
   return ({ schema, httpPart }) => {
-    const ajv = httpPart === "body" ? strict : coercing;
-    return ajv.compile(schema as object) as ValidateFunction;
+    if (httpPart === "body") return strict.compile(schema as object) as ValidateFunction;
+    return strictText(schema as TextSchema, coercing.compile(schema as object) as ValidateFunction);
   };
+}
+
+interface TextSchema {
+  properties?: Record<string, { type?: string }>;
+}
+
+// What a path or query value must look like before Ajv may coerce it: Ajv would turn " " or ""
+// into 0 and "1e3" into 1000, which a client never meant.
+const TEXT_SHAPES: Record<string, RegExp> = {
+  integer: /^-?(0|[1-9][0-9]{0,15})$/,
+  number: /^-?(0|[1-9][0-9]{0,15})(\.[0-9]+)?$/,
+  boolean: /^(true|false)$/,
+};
+
+function strictText(schema: TextSchema, validate: ValidateFunction): ValidateFunction {
+  const properties = schema.properties ?? {};
+  const checked = ((data: unknown) => {
+    if (data && typeof data === "object") {
+      for (const [name, value] of Object.entries(data as Record<string, unknown>)) {
+        const type = properties[name]?.type;
+        const shape = type ? TEXT_SHAPES[type] : undefined;
+        if (shape && typeof value === "string" && !shape.test(value)) {
+          checked.errors = [
+            {
+              instancePath: `/${name}`,
+              schemaPath: "#/type",
+              keyword: "type",
+              params: { type },
+              message: `must be ${type}`,
+            },
+          ];
+          return false;
+        }
+      }
+    }
+    const ok = validate(data);
+    checked.errors = validate.errors;
+    return ok;
+  }) as ValidateFunction;
+  return checked;
 }
