@@ -199,7 +199,8 @@ function wrongFor(kind: FieldKind): fc.Arbitrary<unknown> {
         : notString;
     case "integer":
       return fc.oneof(
-        fc.string(),
+        // As query text, a string of digits would be a valid integer.
+        fc.string().filter((v) => !/^-?[0-9]+$/.test(v)),
         fc.boolean(),
         fc.constant(null),
         fc.double({ noInteger: true, noNaN: true }),
@@ -253,7 +254,10 @@ function mutationsFor(route: Route): fc.Arbitrary<Mutation> {
         name: fc.constantFrom(...paramNames),
         value: fc
           .string({ minLength: 1, maxLength: 250 })
-          .filter((v) => !realValues.has(v) && !Object.values(route.params).includes(v)),
+          // "." and ".." are path dot-segments, which URL normalisation resolves to another route.
+          .filter(
+            (v) => v !== "." && v !== ".." && !realValues.has(v) && !Object.values(route.params).includes(v),
+          ),
       }),
     );
   }
@@ -384,7 +388,7 @@ describe("malformed input never hurts", () => {
         assert.match(body.code, /^[a-z_]+$/, label);
         seen.add(`${res.statusCode} ${body.code}`);
       }),
-      { numRuns: 1500 },
+      { numRuns: Number(process.env.FUZZ_RUNS ?? 1500) },
     );
     assert.equal(await snapshot(), before, "no malformed request may change the database");
     // The generator must reach every kind of refusal, or the property proves little.
