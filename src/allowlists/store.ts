@@ -65,15 +65,6 @@ export async function disableEntry(
   return rows[0] ? toEntry(rows[0]) : null;
 }
 
-export async function isAllowlisted(db: Queryable, projectId: string, target: string, selector: string) {
-  const rows = await db.query(
-    `SELECT 1 FROM allowlist_entries
-     WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3 AND enabled`,
-    [projectId, target, selector],
-  );
-  return rows.length > 0;
-}
-
 interface Row {
   target_contract: string;
   function_selector: string;

@@ -13,16 +13,3 @@ export interface Db extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
-
-/** SQLSTATEs that callers turn into expected outcomes. */
-export const PgError = {
-  uniqueViolation: "23505",
-  checkViolation: "23514",
-  foreignKeyViolation: "23503",
-  raiseException: "P0001",
-} as const;
-
-export function sqlState(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === "string" ? code : undefined;
-}

@@ -25,6 +25,28 @@ export async function listFundingAccounts(db: Queryable, projectId: string): Pro
   return rows.map(toAccount);
 }
 
+/** Takes the next BIP-32 index of the deposit key and derives its address. */
+export async function nextDepositAddress(
+  tx: Queryable,
+  deriver: DepositDeriver,
+): Promise<{ index: number; address: string }> {
+  const rows = await tx.query<{ index: number }>("SELECT nextval('funding_derivation_index')::int AS index");
+  const index = rows[0]!.index;
+  return { index, address: deriver.addressAt(index) };
+}
+
+export async function insertFundingAccount(
+  tx: Queryable,
+  projectId: string,
+  chainId: number,
+  deposit: { index: number; address: string },
+): Promise<void> {
+  await tx.query(
+    "INSERT INTO funding_accounts (project_id, chain_id, address, derivation_index) VALUES ($1, $2, $3, $4)",
+    [projectId, chainId, deposit.address, deposit.index],
+  );
+}
+
 /** The project's address on the chain, derived from the next BIP-32 index on first request. */
 export async function provisionFundingAccount(
   tx: Queryable,
@@ -32,30 +54,21 @@ export async function provisionFundingAccount(
   projectId: string,
   chainId: number,
 ): Promise<FundingAccount> {
-  const existing = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [
-    projectId,
-    chainId,
-  ]);
-  if (existing[0]) return toAccount(existing[0]);
+  const find = async () => {
+    const rows = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [
+      projectId,
+      chainId,
+    ]);
+    return rows[0] ? toAccount(rows[0]) : null;
+  };
+  const existing = await find();
+  if (existing) return existing;
   // Serialise provisioning per project so two first calls cannot take two indexes.
   await tx.query("SELECT id FROM projects WHERE id = $1 FOR UPDATE", [projectId]);
-  const again = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [
-    projectId,
-    chainId,
-  ]);
-  if (again[0]) return toAccount(again[0]);
-  const [{ index }] = (await tx.query<{ index: number }>(
-    "SELECT nextval('funding_derivation_index')::int AS index",
-  )) as [{ index: number }];
-  await tx.query(
-    "INSERT INTO funding_accounts (project_id, chain_id, address, derivation_index) VALUES ($1, $2, $3, $4)",
-    [projectId, chainId, deriver.addressAt(index), index],
-  );
-  const rows = await tx.query<Row>(`${SELECT} WHERE f.project_id = $1 AND f.chain_id = $2`, [
-    projectId,
-    chainId,
-  ]);
-  return toAccount(rows[0]!);
+  const raced = await find();
+  if (raced) return raced;
+  await insertFundingAccount(tx, projectId, chainId, await nextDepositAddress(tx, deriver));
+  return (await find())!;
 }
 
 interface Row {

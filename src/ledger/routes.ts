@@ -68,7 +68,7 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
       const principal = requirePrincipal(request);
       const ids =
         principal.kind === "apiKey"
-          ? await keyProjectIds(principal.projectId, principal.scopes)
+          ? keyProjectIds(principal.projectId, principal.scopes)
           : await developerProjectIds(db, principal.developerId);
       return summarise(ids.length === 0 ? [] : await parity(db, ids), request.query.onlyDrift);
     },
@@ -96,7 +96,7 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
   );
 };
 
-async function keyProjectIds(projectId: string, scopes: readonly Scope[]): Promise<string[]> {
+function keyProjectIds(projectId: string, scopes: readonly Scope[]): string[] {
   if (!scopeAllows(scopes, "project:read")) throw forbidden("this API key's scopes do not allow reading");
   return [projectId];
 }

@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/db.ts";
 import type { DepositDeriver } from "../funding/derivation.ts";
+import { insertFundingAccount, nextDepositAddress } from "../funding/store.ts";
 
 export interface ProjectRecord {
   id: string;
@@ -34,20 +35,14 @@ export async function insertProject(
 ): Promise<ProjectRecord | null> {
   const taken = await tx.query("SELECT 1 FROM projects WHERE id = $1", [p.id]);
   if (taken.length > 0) return null;
-  const [{ index }] = (await tx.query<{ index: number }>(
-    "SELECT nextval('funding_derivation_index')::int AS index",
-  )) as [{ index: number }];
-  const address = deriver.addressAt(index);
+  const deposit = await nextDepositAddress(tx, deriver);
   const rows = await tx.query<Row>(
     `INSERT INTO projects (id, org_id, owner, name, deposit_address) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (id) DO NOTHING RETURNING ${COLUMNS}`,
-    [p.id, p.orgId, p.owner, p.name, address],
+    [p.id, p.orgId, p.owner, p.name, deposit.address],
   );
   if (!rows[0]) return null;
-  await tx.query(
-    `INSERT INTO funding_accounts (project_id, chain_id, address, derivation_index) VALUES ($1, $2, $3, $4)`,
-    [p.id, HOME_CHAIN_ID, address, index],
-  );
+  await insertFundingAccount(tx, p.id, HOME_CHAIN_ID, deposit);
   return toRecord(rows[0]);
 }
 
