@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
+import { batchPerKey } from "../batching.ts";
 import { ApiError } from "../http/problem.ts";
 
 /**
@@ -50,34 +51,27 @@ export function memoryRateLimiter(): RateLimiter {
  */
 export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
   const insurance = memoryRateLimiter();
-  const pending = new Map<number, Pending[]>();
-  const inFlight = new Set<number>();
-
-  async function flush(keyId: number): Promise<void> {
-    const batch = pending.get(keyId) ?? [];
-    pending.delete(keyId);
-    if (batch.length === 0) return;
-    inFlight.add(keyId);
+  // One result per request: null when it may pass, or the 429 to answer.
+  const count = batchPerKey(async (keyId: number, budgets: number[]): Promise<(ApiError | null)[]> => {
     try {
       const [total, ttlMs] = (await redis.eval(
         COUNT_SCRIPT,
         1,
         `${prefix}:${keyId}`,
-        batch.length,
+        budgets.length,
         WINDOW_SEC * 1000,
       )) as [number, number];
-      const first = total - batch.length + 1;
-      for (const [i, p] of batch.entries()) {
-        if (first + i <= p.perMinute) p.resolve();
-        else p.reject(tooMany(p.perMinute, Math.max(ttlMs, 1)));
-      }
+      const first = total - budgets.length + 1;
+      return budgets.map((perMinute, i) =>
+        first + i <= perMinute ? null : tooMany(perMinute, Math.max(ttlMs, 1)),
+      );
     } catch {
-      for (const p of batch) insurance.consume(keyId, p.perMinute).then(p.resolve, p.reject);
-    } finally {
-      inFlight.delete(keyId);
-      if (pending.has(keyId)) void flush(keyId);
+      const counted = await Promise.allSettled(
+        budgets.map((perMinute) => insurance.consume(keyId, perMinute)),
+      );
+      return counted.map((c) => (c.status === "fulfilled" ? null : (c.reason as ApiError)));
     }
-  }
+  });
 
   return {
     shared: true,
@@ -88,21 +82,11 @@ export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
         return false;
       }
     },
-    consume(keyId, perMinute) {
-      return new Promise<void>((resolve, reject) => {
-        const queue = pending.get(keyId) ?? [];
-        queue.push({ perMinute, resolve, reject });
-        pending.set(keyId, queue);
-        if (!inFlight.has(keyId)) void flush(keyId);
-      });
+    async consume(keyId, perMinute) {
+      const refusal = await count(keyId, perMinute);
+      if (refusal) throw refusal;
     },
   };
-}
-
-interface Pending {
-  perMinute: number;
-  resolve(): void;
-  reject(err: unknown): void;
 }
 
 // INCRBY and the window's expiry in one atomic step; returns the new count and the window's
