@@ -27,8 +27,10 @@ import {
 } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { type DevChain, freePort, startChain } from "../src/chains/anvil.ts";
-import { type DevnetStack, deployStack, gameItemsAbi } from "../src/chains/devnet.ts";
+import { localIssuer } from "../src/identity/tokens.ts";
+import { PAYMASTER_POST_OP_GAS_LIMIT, PAYMASTER_VERIFICATION_GAS_LIMIT } from "../src/sponsor/routes.ts";
+import { type DevChain, freePort, startChain } from "../test/support/chain/anvil.ts";
+import { type DevnetStack, deployStack, gameItemsAbi } from "../test/support/chain/devnet.ts";
 import {
   accountInitCode,
   buildUserOp,
@@ -39,9 +41,7 @@ import {
   handleOps,
   requiredPrefundWei,
   signUserOp,
-} from "../src/chains/userop.ts";
-import { localIssuer } from "../src/identity/tokens.ts";
-import { PAYMASTER_POST_OP_GAS_LIMIT, PAYMASTER_VERIFICATION_GAS_LIMIT } from "../src/sponsor/routes.ts";
+} from "../test/support/chain/userop.ts";
 
 const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const CHAIN_ID = 14601;

@@ -23,9 +23,9 @@ import { type Address, decodeFunctionData, getAbiItem, type Hex, isAddressEqual,
 import { entryPoint07Abi } from "viem/account-abstraction";
 import type { Db } from "../db/db.ts";
 import { release, type Settlement, settle } from "../ledger/ledger.ts";
+import { sponsorPaymasterAbi } from "../paymaster/abi.ts";
 import { PAYMASTER_DATA_OFFSET } from "../sponsor/paymaster-data.ts";
 import { advanceCursor, readCursor } from "./cursors.ts";
-import { sponsorPaymasterAbi } from "./devnet.ts";
 import { silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, confirmedHead } from "./rpc.ts";
 import { earliestPendingSec, nextBlockRange } from "./start-block.ts";

@@ -9,7 +9,7 @@ import {
   compileContracts,
   serializeArtifact,
 } from "../../scripts/build-contracts.ts";
-import { gameItemsAbi, sponsorPaymasterAbi, valueForwarderAbi } from "../../src/chains/devnet.ts";
+import { gameItemsAbi, sponsorPaymasterAbi, valueForwarderAbi } from "../support/chain/devnet.ts";
 
 const compiled = compileContracts();
 

@@ -8,12 +8,12 @@ import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { type Address, getAddress, type Hex, parseEther } from "viem";
-import { type DevChain, startChain } from "../../src/chains/anvil.ts";
-import { localArtifact, valueForwarderAbi } from "../../src/chains/devnet.ts";
 import { createChainClient } from "../../src/chains/rpc.ts";
 import { createChainWatchers } from "../../src/chains/watchers.ts";
 import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { seedProject, startTestApp, type TestApp } from "../support/app.ts";
+import { type DevChain, startChain } from "../support/chain/anvil.ts";
+import { localArtifact, valueForwarderAbi } from "../support/chain/devnet.ts";
 import { balanceOf, type Project, watcherClient } from "../support/chain-service.ts";
 
 const CONFIRMATIONS = 2;

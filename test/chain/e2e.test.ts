@@ -9,13 +9,13 @@ import { after, before, describe, test } from "node:test";
 import { type Address, decodeErrorResult, type Hex, parseEther, parseEventLogs } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { type DevChain, startChain } from "../../src/chains/anvil.ts";
-import { type DevnetStack, deployStack, gameItemsAbi, sponsorPaymasterAbi } from "../../src/chains/devnet.ts";
 import { settlementWatcher } from "../../src/chains/settlement-watcher.ts";
-import { devnetUserOpGas, handleOps, simulateHandleOps } from "../../src/chains/userop.ts";
 import { createChainWatchers } from "../../src/chains/watchers.ts";
 import { depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { seedProject, startTestApp, TEST_SIGNER_KEY, type TestApp } from "../support/app.ts";
+import { type DevChain, startChain } from "../support/chain/anvil.ts";
+import { type DevnetStack, deployStack, gameItemsAbi, sponsorPaymasterAbi } from "../support/chain/devnet.ts";
+import { devnetUserOpGas, handleOps, simulateHandleOps } from "../support/chain/userop.ts";
 import {
   type Authorization,
   allowlist,

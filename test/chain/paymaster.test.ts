@@ -22,9 +22,9 @@ import {
   zeroAddress,
 } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
-import { gameItemsAbi, SPONSOR_PAYMASTER_GAS_LIMITS, sponsorPaymasterAbi } from "../../src/chains/devnet.ts";
 import { sponsorshipDigest, sponsorshipTypedData } from "../../src/sponsor/paymaster-data.ts";
 import { type DevChain, type DevnetStack, deployStack, startChain } from "../support/anvil.ts";
+import { gameItemsAbi, SPONSOR_PAYMASTER_GAS_LIMITS, sponsorPaymasterAbi } from "../support/chain/devnet.ts";
 import {
   type FailedOp,
   handleOps,

@@ -19,14 +19,14 @@ import {
 } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
 import { privateKeyToAccount } from "viem/accounts";
-import { type DevChain, startChain } from "../../src/chains/anvil.ts";
-import { type DevnetStack, deployStack, SPONSOR_PAYMASTER_GAS_LIMITS } from "../../src/chains/devnet.ts";
 import { pollLoop } from "../../src/chains/poll-loop.ts";
 import { createChainClient } from "../../src/chains/rpc.ts";
 import { type SettlementWatcher, settlementWatcher } from "../../src/chains/settlement-watcher.ts";
-import { handleOps, simulateHandleOps } from "../../src/chains/userop.ts";
 import { depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { seedProject, startTestApp, TEST_SIGNER_KEY, type TestApp } from "../support/app.ts";
+import { type DevChain, startChain } from "../support/chain/anvil.ts";
+import { type DevnetStack, deployStack, SPONSOR_PAYMASTER_GAS_LIMITS } from "../support/chain/devnet.ts";
+import { handleOps, simulateHandleOps } from "../support/chain/userop.ts";
 import {
   allowlist,
   authorize,

@@ -5,11 +5,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { Address } from "viem";
-import { type DevChain, startChain } from "../../src/chains/anvil.ts";
 import { createChainClient } from "../../src/chains/rpc.ts";
 import { lastBlockAtOrBefore } from "../../src/chains/start-block.ts";
 import { depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { seedProject, startTestApp, type TestApp } from "../support/app.ts";
+import { type DevChain, startChain } from "../support/chain/anvil.ts";
 
 let chain: DevChain;
 let t: TestApp;

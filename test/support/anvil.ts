@@ -1,8 +1,8 @@
-/** Local chain for tests: the implementation lives in src/chains so the demo can share it. */
+/** Local chain for tests and the demo (the implementation is in ./chain/). */
 export {
   type DevChain,
   type DevWalletClient,
   type StartChainOptions,
   startChain,
-} from "../../src/chains/anvil.ts";
-export { type DeployStackOptions, type DevnetStack, deployStack } from "../../src/chains/devnet.ts";
+} from "./chain/anvil.ts";
+export { type DeployStackOptions, type DevnetStack, deployStack } from "./chain/devnet.ts";

@@ -6,9 +6,10 @@ import assert from "node:assert/strict";
 import type { Address, Hex, LocalAccount } from "viem";
 import { encodeFunctionData } from "viem";
 import type { PackedUserOperation } from "viem/account-abstraction";
-import { DEVNET_CHAIN_ID, type DevChain } from "../../src/chains/anvil.ts";
-import { type DevnetStack, gameItemsAbi, SPONSOR_PAYMASTER_GAS_LIMITS } from "../../src/chains/devnet.ts";
 import { createChainClient } from "../../src/chains/rpc.ts";
+import type { TestApp } from "./app.ts";
+import { DEVNET_CHAIN_ID, type DevChain } from "./chain/anvil.ts";
+import { type DevnetStack, gameItemsAbi, SPONSOR_PAYMASTER_GAS_LIMITS } from "./chain/devnet.ts";
 import {
   accountInitCode,
   buildUserOp,
@@ -18,8 +19,7 @@ import {
   getAccountNonce,
   signUserOp,
   type UserOpGas,
-} from "../../src/chains/userop.ts";
-import type { TestApp } from "./app.ts";
+} from "./chain/userop.ts";
 
 export const ITEM_ID = 7n;
 export const mintCall = encodeFunctionData({ abi: gameItemsAbi, functionName: "mint", args: [ITEM_ID] });

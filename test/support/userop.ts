@@ -1,13 +1,20 @@
 /**
  * Test-side helpers for sponsored user operations. The account and bundler mechanics live in
- * src/chains/userop.ts (shared with the demo); this file adds a stand-in for the service: it
+ * ./chain/userop.ts (shared with the demo); this file adds a stand-in for the service: it
  * signs the Sponsorship with a local key and assembles a complete, signed operation.
  */
 import { type Address, type Hex, type LocalAccount, numberToHex, slice } from "viem";
 import type { PackedUserOperation } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import type { DevChain } from "../../src/chains/anvil.ts";
-import { type DevnetStack, SPONSOR_PAYMASTER_GAS_LIMITS } from "../../src/chains/devnet.ts";
+import {
+  encodePaymasterAndData,
+  type PaymasterDomain,
+  type PaymasterGasLimits,
+  type Sponsorship,
+  sponsorshipTypedData,
+} from "../../src/sponsor/paymaster-data.ts";
+import type { DevChain } from "./chain/anvil.ts";
+import { type DevnetStack, SPONSOR_PAYMASTER_GAS_LIMITS } from "./chain/devnet.ts";
 import {
   accountInitCode,
   buildUserOp,
@@ -18,16 +25,9 @@ import {
   requiredPrefundWei,
   signUserOp,
   type UserOpGas,
-} from "../../src/chains/userop.ts";
-import {
-  encodePaymasterAndData,
-  type PaymasterDomain,
-  type PaymasterGasLimits,
-  type Sponsorship,
-  sponsorshipTypedData,
-} from "../../src/sponsor/paymaster-data.ts";
+} from "./chain/userop.ts";
 
-export * from "../../src/chains/userop.ts";
+export * from "./chain/userop.ts";
 
 export function randomAccount(): LocalAccount {
   return privateKeyToAccount(generatePrivateKey());

@@ -17,7 +17,7 @@ import {
   type TransactionReceipt,
 } from "viem";
 import { entryPoint07Abi, type PackedUserOperation } from "viem/account-abstraction";
-import type { PaymasterGasLimits } from "../sponsor/paymaster-data.ts";
+import type { PaymasterGasLimits } from "../../../src/sponsor/paymaster-data.ts";
 import type { DevWalletClient } from "./anvil.ts";
 
 export const simpleAccountFactoryAbi = parseAbi([

@@ -17,7 +17,11 @@ import {
   type TransactionReceipt,
 } from "viem";
 import { entryPoint07Address } from "viem/account-abstraction";
-import type { PaymasterGasLimits } from "../sponsor/paymaster-data.ts";
+import { sponsorPaymasterAbi } from "../../../src/paymaster/abi.ts";
+import type { PaymasterGasLimits } from "../../../src/sponsor/paymaster-data.ts";
+
+export { sponsorPaymasterAbi };
+
 import type { DevChain, DevWalletClient } from "./anvil.ts";
 
 export const ENTRY_POINT_V07_ADDRESS: Address = entryPoint07Address;
@@ -27,34 +31,6 @@ export const CREATE2_DEPLOYER_ADDRESS: Address = "0x4e59b44847b379578588920ca78f
 
 /** The salt the EntryPoint v0.7 release was deployed with on every public chain. */
 export const ENTRY_POINT_V07_SALT: Hex = "0x90d8084deab30c2a37c45e8d47f49f2f7965183cb6990a98943ef94940681de3";
-
-/**
- * The subset of SponsorPaymaster's ABI the TypeScript side uses, typed for viem.
- * test/chain/artifacts.test.ts checks that every item matches the compiled contract.
- */
-export const sponsorPaymasterAbi = parseAbi([
-  "function signer() view returns (address)",
-  "function setSigner(address newSigner)",
-  "function owner() view returns (address)",
-  "function entryPoint() view returns (address)",
-  "function getHash(address sender, address target, bytes4 selector, uint256 maxGasCost, uint48 validUntil, uint48 validAfter, bytes32 authId) view returns (bytes32)",
-  "function usedAuthIds(bytes32 authId) view returns (bool)",
-  "function deposit() payable",
-  "function getDeposit() view returns (uint256)",
-  "function addStake(uint32 unstakeDelaySec) payable",
-  "event Sponsored(bytes32 indexed authId, bytes32 indexed userOpHash, address indexed sender, uint256 actualGasCost)",
-  "event SignerChanged(address indexed previousSigner, address indexed newSigner)",
-  "error ZeroSigner()",
-  "error MalformedPaymasterData(uint256 length)",
-  "error InvalidWindow(uint48 validAfter, uint48 validUntil)",
-  "error GasCostAboveSponsorship(uint256 maxCost, uint256 maxGasCost)",
-  "error AuthorizationUsed(bytes32 authId)",
-  "error NotExecuteCall()",
-  "error MalformedCallData()",
-  "error MissingSelector()",
-  "error PostOpGasLimitTooLow(uint256 postOpGasLimit, uint256 minimum)",
-  "function MIN_POST_OP_GAS_LIMIT() view returns (uint256)",
-]);
 
 /**
  * Gas limits for the paymaster's two calls, to put in paymasterAndData.
@@ -97,7 +73,7 @@ export interface CompiledArtifact {
 
 /** An artifact built by `npm run build:contracts` (contracts/artifacts/<name>.json). */
 export function localArtifact(name: "SponsorPaymaster" | "GameItems" | "ValueForwarder"): CompiledArtifact {
-  const url = new URL(`../../contracts/artifacts/${name}.json`, import.meta.url);
+  const url = new URL(`../../../contracts/artifacts/${name}.json`, import.meta.url);
   return JSON.parse(readFileSync(url, "utf8"));
 }
 
