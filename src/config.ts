@@ -13,7 +13,20 @@ export interface ChainConfig {
   entryPoint: Address;
   paymaster: Address | null;
   confirmations: number;
+  /**
+   * Ceiling of the fee oracle: no authorization allows a maxFeePerGas above it, whatever the
+   * chain charges, so one reservation never costs more than its gas × this. (In v1 it was the
+   * fixed price of every reservation; the environment variable keeps its name.)
+   */
   maxFeePerGasWei: bigint;
+  /** Floor of the fee oracle: the maxFeePerGas ceiling of an authorization is never below it. */
+  minFeePerGasWei: bigint;
+  /** Headroom on the base fee, in percent, for the blocks between authorize and inclusion. */
+  feeMarginPercent: number;
+  /** How often the fee oracle reads the base fee and priority fee: about one block time. */
+  feeRefreshMs: number;
+  /** A fee reading older than this is stale and authorize refuses the chain with 503. */
+  feeMaxAgeMs: number;
   active: boolean;
   /** How often the chain watchers (settlement, deposits) poll the RPC. */
   pollIntervalMs: number;
@@ -41,6 +54,12 @@ export interface Config {
   logLevel: string;
   /** Interval at which cached API-key records are re-read, bounding how long a revoked key lives. */
   keyCacheTtlMs: number;
+  /**
+   * How far validAfter is set back from now. A bundler simulates at the latest block, whose
+   * timestamp trails the wall clock by up to a block time (and clocks drift), so an
+   * authorization valid from "now" could be refused as not yet due.
+   */
+  clockSkewSec: number;
 }
 
 export class ConfigError extends Error {}
@@ -82,9 +101,10 @@ export function loadConfig(env: Env = process.env): Config {
     signerPrivateKey: read("SIGNER_PRIVATE_KEY", privateKey, null),
     oidc: readOidc(env, problems),
     depositXpub: read("DEPOSIT_XPUB", xpub, null),
-    chains: BUILT_IN_CHAINS.map((c) => readChain(c, read)),
+    chains: BUILT_IN_CHAINS.map((c) => readChain(c, read, problems)),
     logLevel: read("LOG_LEVEL", (v) => oneOf(v, LOG_LEVELS), "info"),
     keyCacheTtlMs: read("KEY_CACHE_TTL_MS", (v) => intIn(v, 0, 5000), 2000),
+    clockSkewSec: read("CLOCK_SKEW_SEC", (v) => intIn(v, 0, 3600), 60),
   };
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
@@ -95,9 +115,10 @@ export function loadConfig(env: Env = process.env): Config {
 function readChain(
   c: (typeof BUILT_IN_CHAINS)[number],
   read: <T>(name: string, parse: (raw: string) => T, fallback: T) => T,
+  problems: string[],
 ): ChainConfig {
   const p = `CHAIN_${c.chainId}_`;
-  return {
+  const chain: ChainConfig = {
     chainId: c.chainId,
     name: c.name,
     nativeCurrency: c.nativeCurrency,
@@ -106,10 +127,27 @@ function readChain(
     paymaster: read(`${p}PAYMASTER_ADDRESS`, address, null),
     confirmations: read(`${p}CONFIRMATIONS`, (v) => intIn(v, 0, 1000), 2),
     maxFeePerGasWei: read(`${p}MAX_FEE_PER_GAS_WEI`, positiveBigint, 200_000_000_000n),
+    // 1 wei, not a guess at the chain's market: a floor above the market would raise every
+    // reservation (the over-reservation the oracle exists to end), and the margin already gives
+    // headroom. Its one job by default is to keep the fee ceiling above zero when a node answers
+    // 0 for both the base fee and the priority fee; an operator who knows a chain's minimum
+    // gas price sets that here.
+    minFeePerGasWei: read(`${p}MIN_FEE_PER_GAS_WEI`, positiveBigint, 1n),
+    feeMarginPercent: read(`${p}FEE_MARGIN_PERCENT`, (v) => intIn(v, 0, 1000), 50),
+    feeRefreshMs: read(`${p}FEE_REFRESH_MS`, (v) => intIn(v, 50, 600_000), 1000),
+    feeMaxAgeMs: read(`${p}FEE_MAX_AGE_MS`, (v) => intIn(v, 100, 3_600_000), 30_000),
     active: true,
     pollIntervalMs: read(`${p}POLL_INTERVAL_MS`, (v) => intIn(v, 50, 600_000), 2000),
     startBlock: read(`${p}START_BLOCK`, (v) => BigInt(intIn(v, 0, Number.MAX_SAFE_INTEGER)), null),
   };
+  if (chain.minFeePerGasWei > chain.maxFeePerGasWei) {
+    problems.push(`${p}MIN_FEE_PER_GAS_WEI: must not exceed ${p}MAX_FEE_PER_GAS_WEI`);
+  }
+  // One slow or failed refresh must not turn the chain stale: leave room for at least two.
+  if (chain.feeMaxAgeMs < 2 * chain.feeRefreshMs) {
+    problems.push(`${p}FEE_MAX_AGE_MS: must be at least twice ${p}FEE_REFRESH_MS`);
+  }
+  return chain;
 }
 
 function readOidc(env: Env, problems: string[]): OidcConfig | null {
