@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { ApiKeyResolver } from "./api-keys/resolver.ts";
+import type { FeeOracle } from "./chains/fee-oracle.ts";
 import type { Config } from "./config.ts";
 import type { Db } from "./db/db.ts";
 import type { DepositDeriver } from "./funding/derivation.ts";
@@ -21,6 +22,8 @@ export interface Services {
   signer: Signer;
   /** Reserves gas tank funds for authorizations, batching concurrent ones per project. */
   reservations: ReservationBatcher;
+  /** Each chain's current base fee and priority fee, read synchronously from a cache. */
+  feeOracle: FeeOracle;
   readiness: ReadinessProbe[];
   /** Milliseconds since the epoch; tests may move it. */
   now: () => number;

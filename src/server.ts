@@ -30,6 +30,12 @@ async function main() {
       redact: { paths: ["req.headers.authorization", "headers.authorization"], censor: "[redacted]" },
     },
   });
+  // Fees are read once before listening, so that a fresh instance does not answer its first
+  // authorizations with 503 while the first reading is on its way. The read is bounded by the
+  // oracle's RPC timeout, and a failure only delays fresh fees: the loop keeps trying.
+  const { feeOracle } = wired.services;
+  feeOracle.start(app.log.child({ component: "fee-oracle" }));
+  await feeOracle.refresh();
   await app.listen({ port: config.port, host: config.host });
   app.log.info(
     {

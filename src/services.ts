@@ -3,6 +3,7 @@ import { Redis } from "ioredis";
 import type { Hex } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { apiKeyResolver } from "./api-keys/resolver.ts";
+import { chainFeeOracle } from "./chains/fee-oracle.ts";
 import { type ChainWatchers, createChainWatchers } from "./chains/watchers.ts";
 import type { Config } from "./config.ts";
 import type { Services } from "./context.ts";
@@ -32,7 +33,11 @@ export interface WireOptions {
   /** Namespace of the rate-limit counters in Redis; instances that share it share budgets. */
   rateLimitPrefix?: string;
   overrides?: Partial<Services>;
-  /** Create the chain watchers and add their readiness probes (the server does; tests drive watchers themselves). */
+  /**
+   * Create the chain watchers and add their readiness probes (the server does; tests drive
+   * watchers themselves). The fee oracle is wired either way (unless overridden) but reads
+   * nothing until started: server.ts starts it, and so do tests that run against a chain.
+   */
   chainWatchers?: boolean;
 }
 
@@ -52,6 +57,8 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   if (redis) readiness.push(redisProbe(rateLimiter));
   const watchers = options.chainWatchers ? createChainWatchers(config, db) : null;
   if (watchers) readiness.push(...watchers.probes);
+  const feeOracle = overrides.feeOracle ?? chainFeeOracle(config, { now });
+  readiness.push(...feeOracle.probes);
   const services: Services = {
     version: VERSION,
     config,
@@ -62,6 +69,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     rateLimiter,
     signer: createSigner(signerKey),
     reservations: reservationBatcher(db),
+    feeOracle,
     readiness,
     now,
     ...overrides,
@@ -71,6 +79,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     watchers,
     async close() {
       await watchers?.stop();
+      await feeOracle.stop();
       await apiKeys.close();
       redis?.disconnect();
     },

@@ -4,6 +4,7 @@ import { Writable } from "node:stream";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { pino } from "pino";
 import { buildApp } from "../../src/app.ts";
+import { type FeeLevels, type FeeOracle, fixedFeeOracle } from "../../src/chains/fee-oracle.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import type { Services } from "../../src/context.ts";
 import type { Db } from "../../src/db/db.ts";
@@ -17,6 +18,11 @@ import { responseValidator } from "./openapi.ts";
 /** A fixed paymaster address for tests that sign but never go on chain. */
 export const TEST_PAYMASTER = "0x00000000000000000000000000000000000000aa";
 export const TEST_SIGNER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+/** The fees a test app sees unless it reads a chain's: 1 gwei of base fee, 1 gwei of priority fee. */
+export const TEST_FEES: FeeLevels = {
+  baseFeePerGasWei: 1_000_000_000n,
+  priorityFeePerGasWei: 1_000_000_000n,
+};
 
 export interface TestDb {
   db: Db;
@@ -69,6 +75,13 @@ export interface TestAppOptions {
   /** Share a store with another instance (multi-instance tests). */
   db?: TestDb;
   rateLimitPrefix?: string;
+  /**
+   * Where fees come from. Default: a fixed oracle answering TEST_FEES for every chain (the app
+   * has no chain). "chain": the service's own oracle reading CHAIN_<id>_RPC_URL, started with
+   * the app and refreshed once before it is returned. Or any oracle, e.g. a fixedFeeOracle the
+   * test turns stale.
+   */
+  feeOracle?: FeeOracle | "chain";
 }
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -83,9 +96,12 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     CHAIN_14601_RPC_URL: "http://127.0.0.1:9",
     ...options.env,
   });
+  const overrides: Partial<Services> = options.now ? { now: options.now } : {};
+  if (options.feeOracle !== "chain")
+    overrides.feeOracle = options.feeOracle ?? fixedFeeOracle(TEST_FEES, options.now);
   const wired = await wireServices(config, testDb.db, {
     rateLimitPrefix: options.rateLimitPrefix ?? `test:${randomBytes(6).toString("hex")}`,
-    overrides: options.now ? { now: options.now } : {},
+    overrides,
   });
   const logs: string[] = [];
   const logger = pino(
@@ -99,6 +115,10 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   );
   const app = await buildApp({ services: wired.services, loggerInstance: logger });
   await app.ready();
+  if (options.feeOracle === "chain") {
+    wired.services.feeOracle.start(logger.child({ component: "fee-oracle" }));
+    await wired.services.feeOracle.refresh();
+  }
   const validate = responseValidator(app.swagger() as Record<string, unknown>);
   const issuer = await localIssuer(config.dataDir);
   const secrets = new Set<string>([TEST_SIGNER_KEY, TEST_SIGNER_KEY.slice(2)]);
