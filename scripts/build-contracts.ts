@@ -20,6 +20,8 @@ export const CONTRACT_SOURCES = {
   SponsorPaymaster: "contracts/SponsorPaymaster.sol",
   GameItems: "contracts/test/GameItems.sol",
   ValueForwarder: "contracts/test/ValueForwarder.sol",
+  AdversarialAccount: "contracts/test/AdversarialAccount.sol",
+  BundleForwarder: "contracts/test/BundleForwarder.sol",
 } as const;
 
 export type ContractName = keyof typeof CONTRACT_SOURCES;
