@@ -1,6 +1,7 @@
 /**
  * Deploys the whole sponsorship stack on a local chain: the canonical EntryPoint v0.7,
- * SimpleAccountFactory, SponsorPaymaster (funded and staked) and the GameItems test contract.
+ * SimpleAccountFactory, SponsorPaymaster v2 (funded and staked) and the GameItems test contract;
+ * and, on request, the adversarial test contracts (AdversarialAccount, BundleForwarder).
  * Used by the chain tests and `npm run demo`.
  */
 import { readFileSync } from "node:fs";
@@ -18,9 +19,9 @@ import {
 } from "viem";
 import { entryPoint07Address } from "viem/account-abstraction";
 import { sponsorPaymasterAbi } from "../../../src/paymaster/abi.ts";
-import type { PaymasterGasLimits } from "../../../src/sponsor/paymaster-data.ts";
+import { PAYMASTER_GAS_LIMITS, type PaymasterGasLimits } from "../../../src/paymaster/gas.ts";
 
-export { sponsorPaymasterAbi };
+export { PAYMASTER_GAS_LIMITS, sponsorPaymasterAbi };
 
 import type { DevChain, DevWalletClient } from "./anvil.ts";
 
@@ -33,19 +34,10 @@ export const CREATE2_DEPLOYER_ADDRESS: Address = "0x4e59b44847b379578588920ca78f
 export const ENTRY_POINT_V07_SALT: Hex = "0x90d8084deab30c2a37c45e8d47f49f2f7965183cb6990a98943ef94940681de3";
 
 /**
- * Gas limits for the paymaster's two calls, to put in paymasterAndData.
- *
- * Measured on anvil (Prague rules, solc 0.8.37, optimizer 10,000 runs) by searching for the
- * smallest limit the EntryPoint accepts: validation needs 46,065 gas as the EntryPoint counts
- * it (35,906 inside the call, the rest is the EntryPoint encoding the operation for the call;
- * a fresh authId costs a 22,100-gas cold SSTORE), and postOp needs 3,103. Validation gets about
- * 30% headroom for larger callData. postOp gets a wider margin although unused postOp gas is
- * charged a 10% penalty: running out there reverts the user's call, and 10% of ~7,000 gas is small.
+ * @deprecated The service's limits live in src/paymaster/gas.ts (PAYMASTER_GAS_LIMITS); this
+ * alias keeps older test files compiling until they import that directly.
  */
-export const SPONSOR_PAYMASTER_GAS_LIMITS: PaymasterGasLimits = {
-  verificationGasLimit: 60_000n,
-  postOpGasLimit: 10_000n,
-};
+export const SPONSOR_PAYMASTER_GAS_LIMITS: PaymasterGasLimits = PAYMASTER_GAS_LIMITS;
 
 export const gameItemsAbi = parseAbi([
   "function mint(uint256 itemId)",
@@ -66,20 +58,47 @@ export const valueForwarderAbi = parseAbi([
   "error ForwardFailed()",
 ]);
 
+/**
+ * An account as a hostile player would write it (contracts/test/AdversarialAccount.sol): any
+ * signature validates, and `execute` can end in a revert carrying `revertBytes` bytes of data.
+ */
+export const adversarialAccountAbi = parseAbi([
+  "function revertBytes() view returns (uint256)",
+  "function setRevertBytes(uint256 revertBytes_)",
+  "function validateUserOp((address sender, uint256 nonce, bytes initCode, bytes callData, bytes32 accountGasLimits, uint256 preVerificationGas, bytes32 gasFees, bytes paymasterAndData, bytes signature) userOp, bytes32 userOpHash, uint256 missingAccountFunds) returns (uint256 validationData)",
+  "function execute(address dest, uint256 value, bytes func)",
+  "event RevertBytesChanged(uint256 revertBytes)",
+]);
+
+/** Submits bundles to the EntryPoint from a contract (contracts/test/BundleForwarder.sol). */
+export const bundleForwarderAbi = parseAbi([
+  "struct PackedUserOperation { address sender; uint256 nonce; bytes initCode; bytes callData; bytes32 accountGasLimits; uint256 preVerificationGas; bytes32 gasFees; bytes paymasterAndData; bytes signature; }",
+  "struct UserOpsPerAggregator { PackedUserOperation[] userOps; address aggregator; bytes signature; }",
+  "function forwardHandleOps(address ep, PackedUserOperation[] ops, address beneficiary)",
+  "function forwardAggregatedOps(address ep, UserOpsPerAggregator[] opsPerAggregator, address beneficiary)",
+]);
+
+export type LocalContractName =
+  | "SponsorPaymaster"
+  | "GameItems"
+  | "ValueForwarder"
+  | "AdversarialAccount"
+  | "BundleForwarder";
+
 export interface CompiledArtifact {
   abi: Abi;
   bytecode: Hex;
 }
 
 /** An artifact built by `npm run build:contracts` (contracts/artifacts/<name>.json). */
-export function localArtifact(name: "SponsorPaymaster" | "GameItems" | "ValueForwarder"): CompiledArtifact {
+export function localArtifact(name: LocalContractName): CompiledArtifact {
   const url = new URL(`../../../contracts/artifacts/${name}.json`, import.meta.url);
   return JSON.parse(readFileSync(url, "utf8"));
 }
 
 /** An artifact shipped by @account-abstraction/contracts 0.7.0 (the audited release build). */
 export function accountAbstractionArtifact(
-  name: "EntryPoint" | "SimpleAccountFactory",
+  name: "EntryPoint" | "EntryPointSimulations" | "SimpleAccountFactory",
 ): CompiledArtifact & { deployedBytecode: Hex } {
   const require = createRequire(import.meta.url);
   return require(`@account-abstraction/contracts/artifacts/${name}.json`);
@@ -146,6 +165,19 @@ export async function deployStack(chain: ChainHandles, options: DeployStackOptio
     gameItems,
     owner: deployer.account.address,
   };
+}
+
+/**
+ * Deploys an AdversarialAccount whose `execute` ends in a revert with `revertBytes` bytes of data
+ * (0 = no revert). It needs no factory and no owner: it is its own sender, with nonce key 0.
+ */
+export async function deployAdversarialAccount(chain: ChainHandles, revertBytes = 0n): Promise<Address> {
+  return deploy(chain, chain.wallets[0]!, localArtifact("AdversarialAccount"), [revertBytes]);
+}
+
+/** Deploys a BundleForwarder (stateless: one per chain is enough). */
+export async function deployBundleForwarder(chain: ChainHandles): Promise<Address> {
+  return deploy(chain, chain.wallets[0]!, localArtifact("BundleForwarder"), []);
 }
 
 /**

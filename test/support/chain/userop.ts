@@ -15,10 +15,12 @@ import {
   type PublicClient,
   parseAbi,
   type TransactionReceipt,
+  zeroAddress,
 } from "viem";
 import { entryPoint07Abi, type PackedUserOperation } from "viem/account-abstraction";
-import type { PaymasterGasLimits } from "../../../src/sponsor/paymaster-data.ts";
+import type { PaymasterGasLimits } from "../../../src/paymaster/gas.ts";
 import type { DevWalletClient } from "./anvil.ts";
+import { bundleForwarderAbi } from "./devnet.ts";
 
 export const simpleAccountFactoryAbi = parseAbi([
   "function getAddress(address owner, uint256 salt) view returns (address)",
@@ -125,17 +127,25 @@ export function buildUserOp(p: BuildUserOpParams): PackedUserOperation {
 }
 
 /**
- * The EntryPoint's `maxCost` for an operation: every gas limit times maxFeePerGas. This is the
- * prefund it takes from the paymaster's deposit, and what the paymaster compares with maxGasCost.
+ * Every gas limit of an operation added up: what a call authorization's maxTotalGas bounds.
  */
-export function requiredPrefundWei(gas: UserOpGas, paymasterGas: PaymasterGasLimits): bigint {
-  const totalGas =
+export function totalGasLimit(gas: UserOpGas, paymasterGas: PaymasterGasLimits): bigint {
+  return (
     gas.verificationGasLimit +
     gas.callGasLimit +
     gas.preVerificationGas +
     paymasterGas.verificationGasLimit +
-    paymasterGas.postOpGasLimit;
-  return totalGas * gas.maxFeePerGas;
+    paymasterGas.postOpGasLimit
+  );
+}
+
+/**
+ * The EntryPoint's `maxCost` for an operation: every gas limit times maxFeePerGas. This is the
+ * prefund it takes from the paymaster's deposit during validation, the most the operation can
+ * cost, and exactly what it costs on the EntryPoint's prefund-too-low path.
+ */
+export function requiredPrefundWei(gas: UserOpGas, paymasterGas: PaymasterGasLimits): bigint {
+  return totalGasLimit(gas, paymasterGas) * gas.maxFeePerGas;
 }
 
 /** The hash the account signs, as the EntryPoint computes it (it covers the chain id and itself). */
@@ -196,6 +206,62 @@ export async function handleOps(
     args: [userOps, options.beneficiary ?? bundler.account.address],
     gas: options.gas,
   });
+  return client.waitForTransactionReceipt({ hash });
+}
+
+/**
+ * The same bundle through `handleAggregatedOps` with one group whose aggregator is address(0):
+ * accounts that check their own signatures, which the EntryPoint accepts on this path too.
+ */
+export async function handleAggregatedOps(
+  client: Pick<PublicClient, "waitForTransactionReceipt">,
+  bundler: DevWalletClient,
+  entryPoint: Address,
+  userOps: PackedUserOperation[],
+  options: HandleOpsOptions = {},
+): Promise<TransactionReceipt> {
+  const hash = await bundler.writeContract({
+    address: entryPoint,
+    abi: entryPoint07Abi,
+    functionName: "handleAggregatedOps",
+    args: [
+      [{ userOps, aggregator: zeroAddress, signature: "0x" }],
+      options.beneficiary ?? bundler.account.address,
+    ],
+    gas: options.gas,
+  });
+  return client.waitForTransactionReceipt({ hash });
+}
+
+/**
+ * The bundle submitted by a BundleForwarder contract (test/support/chain/devnet.ts), through
+ * `handleOps` or, with `aggregated`, `handleAggregatedOps` with aggregator address(0). The
+ * transaction is sent to the forwarder, not to the EntryPoint.
+ */
+export async function forwardOps(
+  client: Pick<PublicClient, "waitForTransactionReceipt">,
+  bundler: DevWalletClient,
+  forwarder: Address,
+  entryPoint: Address,
+  userOps: PackedUserOperation[],
+  options: HandleOpsOptions & { aggregated?: boolean } = {},
+): Promise<TransactionReceipt> {
+  const beneficiary = options.beneficiary ?? bundler.account.address;
+  const hash = options.aggregated
+    ? await bundler.writeContract({
+        address: forwarder,
+        abi: bundleForwarderAbi,
+        functionName: "forwardAggregatedOps",
+        args: [entryPoint, [{ userOps, aggregator: zeroAddress, signature: "0x" }], beneficiary],
+        gas: options.gas,
+      })
+    : await bundler.writeContract({
+        address: forwarder,
+        abi: bundleForwarderAbi,
+        functionName: "forwardHandleOps",
+        args: [entryPoint, userOps, beneficiary],
+        gas: options.gas,
+      });
   return client.waitForTransactionReceipt({ hash });
 }
 
