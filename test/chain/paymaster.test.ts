@@ -1,7 +1,9 @@
 /**
- * SponsorPaymaster against the real EntryPoint v0.7 on anvil: what the service signs is what
- * the contract verifies, an authorized operation runs and is paid from the paymaster's deposit,
- * and every way an operation can differ from its authorization is refused on chain.
+ * SponsorPaymaster v2 against the real EntryPoint v0.7 on anvil: what the service signs is what
+ * the contract verifies (both modes), an authorized operation runs and is paid from the
+ * paymaster's deposit, every way an operation can differ from its authorization is refused, and
+ * the authorization ↔ operation link is written during validation, so it survives the
+ * EntryPoint's prefund-too-low path whichever way the bundle was submitted.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -12,42 +14,72 @@ import {
   encodeAbiParameters,
   encodeFunctionData,
   type Hex,
-  hashTypedData,
   keccak256,
+  type Log,
   parseAbi,
   parseEventLogs,
   slice,
   toFunctionSelector,
   toHex,
   zeroAddress,
+  zeroHash,
 } from "viem";
-import { entryPoint07Abi } from "viem/account-abstraction";
-import { sponsorshipDigest, sponsorshipTypedData } from "../../src/sponsor/paymaster-data.ts";
-import { type DevChain, type DevnetStack, deployStack, startChain } from "../support/anvil.ts";
-import { gameItemsAbi, SPONSOR_PAYMASTER_GAS_LIMITS, sponsorPaymasterAbi } from "../support/chain/devnet.ts";
+import { entryPoint07Abi, type PackedUserOperation } from "viem/account-abstraction";
 import {
+  type CallAuthorization,
+  callSponsorshipDigest,
+  operationSponsorshipDigest,
+  type SponsoredOperation,
+} from "../../src/paymaster/digest.ts";
+import { PAYMASTER_GAS_LIMITS, type PaymasterGasLimits } from "../../src/paymaster/gas.ts";
+import {
+  decodePaymasterAndData,
+  encodeOperationPaymasterAndData,
+  encodePaymasterAndData,
+  type PaymasterMode,
+  stubPaymasterAndData,
+} from "../../src/paymaster/layout.ts";
+import { type DevChain, type DevnetStack, deployStack, startChain } from "../support/anvil.ts";
+import {
+  accountAbstractionArtifact,
+  deployAdversarialAccount,
+  deployBundleForwarder,
+  gameItemsAbi,
+  sponsorPaymasterAbi,
+} from "../support/chain/devnet.ts";
+import { measurePaymasterVerificationGas, prefundTooLowGas } from "../support/gas-search.ts";
+import {
+  devnetUserOpGas,
   type FailedOp,
+  forwardOps,
+  handleAggregatedOps,
   handleOps,
   latestTimestampSec,
+  packUint128Pair,
   randomAccount,
+  requiredPrefundWei,
   type SponsoredOp,
   type SponsoredOpParams,
-  signUserOp,
   simulateHandleOps,
   sponsoredUserOp,
+  totalGasLimit,
+  type UserOpGas,
 } from "../support/userop.ts";
 
 const ITEM_ID = 42n;
 const mintCall = encodeFunctionData({ abi: gameItemsAbi, functionName: "mint", args: [ITEM_ID] });
 const failCall = encodeFunctionData({ abi: gameItemsAbi, functionName: "fail" });
+const MODES: PaymasterMode[] = ["call", "operation"];
 
 let chain: DevChain;
 let stack: DevnetStack;
+let forwarder: Address;
 const signer = randomAccount();
 
 before(async () => {
   chain = await startChain();
   stack = await deployStack(chain, { signer: signer.address });
+  forwarder = await deployBundleForwarder(chain);
 });
 
 after(async () => {
@@ -56,19 +88,19 @@ after(async () => {
 
 const bundler = () => chain.wallets[1]!;
 
-function read<F extends "getDeposit" | "signer">(functionName: F) {
+function getDeposit() {
   return chain.publicClient.readContract({
     address: stack.paymaster,
     abi: sponsorPaymasterAbi,
-    functionName,
+    functionName: "getDeposit",
   });
 }
 
-function isAuthIdUsed(authId: Hex) {
+function userOpHashOf(authId: Hex) {
   return chain.publicClient.readContract({
     address: stack.paymaster,
     abi: sponsorPaymasterAbi,
-    functionName: "usedAuthIds",
+    functionName: "userOpHashOf",
     args: [authId],
   });
 }
@@ -86,7 +118,7 @@ function opFor(overrides: Partial<SponsoredOpParams> = {}): Promise<SponsoredOp>
   return sponsoredUserOp({
     chain,
     stack,
-    owner: randomAccount(),
+    owner: overrides.sender ? undefined : randomAccount(),
     signer,
     target: stack.gameItems,
     data: mintCall,
@@ -94,22 +126,22 @@ function opFor(overrides: Partial<SponsoredOpParams> = {}): Promise<SponsoredOp>
   });
 }
 
-function receiptEvents(logs: Parameters<typeof parseEventLogs>[0]["logs"]) {
+function receiptEvents(logs: Log[]) {
   return {
     userOps: parseEventLogs({ abi: entryPoint07Abi, logs, eventName: "UserOperationEvent" }),
-    sponsored: parseEventLogs({ abi: sponsorPaymasterAbi, logs, eventName: "Sponsored" }),
+    prefundTooLow: parseEventLogs({ abi: entryPoint07Abi, logs, eventName: "UserOperationPrefundTooLow" }),
+    postOpReverts: parseEventLogs({ abi: entryPoint07Abi, logs, eventName: "PostOpRevertReason" }),
+    used: parseEventLogs({ abi: sponsorPaymasterAbi, logs, eventName: "SponsorshipUsed" }),
   };
 }
 
 /**
  * The operation is refused twice over: the bundler's simulation gets the EntryPoint's FailedOp,
- * and the same handleOps mined with a fixed gas limit reverts. Nothing it asked for happened.
+ * and the same handleOps mined with a fixed gas limit reverts. Nothing it asked for happened and
+ * its authorization id is still unused (unless the test used it before).
  */
-async function assertRefused(
-  op: SponsoredOp,
-  expectedReason: string,
-  before: { minted: bigint; authIdUsed: boolean } = { minted: 0n, authIdUsed: false },
-): Promise<FailedOp> {
+async function assertRefused(op: SponsoredOp, expectedReason: string, minted = 0n): Promise<FailedOp> {
+  const usedBefore = await userOpHashOf(op.authId);
   const failed = await simulateHandleOps(chain.publicClient, bundler().account.address, stack.entryPoint, [
     op.userOp,
   ]);
@@ -121,8 +153,8 @@ async function assertRefused(
     gas: 3_000_000n,
   });
   assert.equal(receipt.status, "reverted");
-  assert.equal(await itemCount(op.sender), before.minted);
-  assert.equal(await isAuthIdUsed(op.sponsorship.authId), before.authIdUsed);
+  assert.equal(await itemCount(op.sender), minted);
+  assert.equal(await userOpHashOf(op.authId), usedBefore);
   return failed;
 }
 
@@ -131,22 +163,50 @@ function paymasterError(failed: FailedOp) {
   return decodeErrorResult({ abi: sponsorPaymasterAbi, data: failed.inner });
 }
 
-describe("EIP-712 digest", () => {
-  const fixed = {
+/** Replaces paymasterAndData after signing (the account signs what results). */
+function withPaymasterAndData(change: (paymasterAndData: Hex) => Hex) {
+  return (userOp: PackedUserOperation): PackedUserOperation => ({
+    ...userOp,
+    paymasterAndData: change(userOp.paymasterAndData),
+  });
+}
+
+/** Re-encodes paymasterAndData with some of its decoded fields changed (the signature kept). */
+function withTerms(change: { validUntilSec?: number; validAfterSec?: number; authId?: Hex }) {
+  return withPaymasterAndData((paymasterAndData) => {
+    const decoded = decodePaymasterAndData(paymasterAndData);
+    assert.ok(decoded);
+    return encodePaymasterAndData({ ...decoded, ...change });
+  });
+}
+
+describe("EIP-712 digests", () => {
+  const domain = { chainId: 14601, paymaster: "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0" } as const;
+  const gas: PaymasterGasLimits = { verificationGasLimit: 70_000n, postOpGasLimit: 0n };
+  const call: CallAuthorization = {
     sender: "0x1111111111111111111111111111111111111111",
     target: "0x2222222222222222222222222222222222222222",
     selector: toFunctionSelector("mint(uint256)"),
-    maxGasCostWei: 3_100_000_000_000_000n,
+    maxTotalGas: 830_000n,
+    maxFeePerGasWei: 3_000_000_000n,
+    maxPriorityFeePerGasWei: 1_000_000_000n,
     validUntilSec: 1_800_000_300,
     validAfterSec: 1_800_000_000,
     authId: "0x6a1c5b3ef2d04c0f9e8b7a6d5c4b3a2918f7e6d5c4b3a29180f7e6d5c4b3a291",
-  } as const;
+  };
+  const operation: SponsoredOperation = {
+    sender: "0x1111111111111111111111111111111111111111",
+    nonce: 7n,
+    initCode: "0x3333333333333333333333333333333333333333deadbeef",
+    callData: mintCall,
+    accountGasLimits: packUint128Pair(500_000n, 200_000n),
+    preVerificationGas: 60_000n,
+    gasFees: packUint128Pair(1_000_000_000n, 3_000_000_000n),
+  };
+  const terms = { validUntilSec: call.validUntilSec, validAfterSec: call.validAfterSec, authId: call.authId };
 
-  /** EIP-712 spelled out by hand, independent of viem's typed-data encoder. */
-  function digestByHand(chainId: number, paymaster: Address): Hex {
-    const domainTypeHash = keccak256(
-      toHex("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
-    );
+  /** EIP-712 spelled out with the ABI encoder, independent of the hand-written encoding. */
+  function digestByHand(chainId: number, paymaster: Address, typeString: string, values: unknown[]): Hex {
     const domainSeparator = keccak256(
       encodeAbiParameters(
         [
@@ -157,68 +217,131 @@ describe("EIP-712 digest", () => {
           { type: "address" },
         ],
         [
-          domainTypeHash,
+          keccak256(
+            toHex("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
+          ),
           keccak256(toHex("SponsorPaymaster")),
-          keccak256(toHex("1")),
+          keccak256(toHex("2")),
           BigInt(chainId),
           paymaster,
         ],
       ),
     );
-    const typeHash = keccak256(
-      toHex(
-        "Sponsorship(address sender,address target,bytes4 selector,uint256 maxGasCost,uint48 validUntil,uint48 validAfter,bytes32 authId)",
-      ),
-    );
+    const fieldTypes = typeString
+      .slice(typeString.indexOf("(") + 1, -1)
+      .split(",")
+      .map((field) => ({ type: field.split(" ")[0]! }));
     const structHash = keccak256(
-      encodeAbiParameters(
-        ["bytes32", "address", "address", "bytes4", "uint256", "uint48", "uint48", "bytes32"].map((type) => ({
-          type,
-        })),
-        [
-          typeHash,
-          fixed.sender,
-          fixed.target,
-          fixed.selector,
-          fixed.maxGasCostWei,
-          fixed.validUntilSec,
-          fixed.validAfterSec,
-          fixed.authId,
-        ],
-      ),
+      encodeAbiParameters([{ type: "bytes32" }, ...fieldTypes], [keccak256(toHex(typeString)), ...values]),
     );
     return keccak256(concatHex(["0x1901", domainSeparator, structHash]));
   }
 
-  test("sponsorshipDigest matches a pinned known answer and a hand-rolled EIP-712 encoding", () => {
-    const domain = { chainId: 14601, paymaster: "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0" } as const;
-    const digest = sponsorshipDigest(domain, fixed);
-    assert.equal(digest, "0xf765d31a890a6da1b8ed6b2d3ea3796f05f7754d4b3299a4d465327ea675dbd6");
-    assert.equal(digest, digestByHand(domain.chainId, domain.paymaster));
-    assert.equal(digest, hashTypedData(sponsorshipTypedData(domain, fixed)));
+  const CALL_TYPE =
+    "CallSponsorship(address sender,address target,bytes4 selector,uint256 maxTotalGas,uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)";
+  const OPERATION_TYPE =
+    "OperationSponsorship(address sender,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)";
+
+  const callByHand = (chainId: number, paymaster: Address) =>
+    digestByHand(chainId, paymaster, CALL_TYPE, [
+      call.sender,
+      call.target,
+      call.selector,
+      call.maxTotalGas,
+      call.maxFeePerGasWei,
+      call.maxPriorityFeePerGasWei,
+      gas.verificationGasLimit,
+      gas.postOpGasLimit,
+      call.validUntilSec,
+      call.validAfterSec,
+      call.authId,
+    ]);
+  const operationByHand = (chainId: number, paymaster: Address) =>
+    digestByHand(chainId, paymaster, OPERATION_TYPE, [
+      operation.sender,
+      operation.nonce,
+      keccak256(operation.initCode),
+      keccak256(operation.callData),
+      operation.accountGasLimits,
+      operation.preVerificationGas,
+      operation.gasFees,
+      gas.verificationGasLimit,
+      gas.postOpGasLimit,
+      terms.validUntilSec,
+      terms.validAfterSec,
+      terms.authId,
+    ]);
+
+  test("callSponsorshipDigest matches a pinned known answer and a hand-rolled EIP-712 encoding", () => {
+    const digest = callSponsorshipDigest(domain, gas, call);
+    assert.equal(digest, KNOWN_CALL_DIGEST);
+    assert.equal(digest, callByHand(domain.chainId, domain.paymaster));
   });
 
-  test("the contract's getHash equals the service's sponsorshipDigest", async () => {
+  test("operationSponsorshipDigest matches a pinned known answer and a hand-rolled EIP-712 encoding", () => {
+    const digest = operationSponsorshipDigest(domain, gas, operation, terms);
+    assert.equal(digest, KNOWN_OPERATION_DIGEST);
+    assert.equal(digest, operationByHand(domain.chainId, domain.paymaster));
+  });
+
+  test("the contract's getCallHash equals the service's callSponsorshipDigest", async () => {
     const onChain = await chain.publicClient.readContract({
       address: stack.paymaster,
       abi: sponsorPaymasterAbi,
-      functionName: "getHash",
+      functionName: "getCallHash",
       args: [
-        fixed.sender,
-        fixed.target,
-        fixed.selector,
-        fixed.maxGasCostWei,
-        fixed.validUntilSec,
-        fixed.validAfterSec,
-        fixed.authId,
+        {
+          sender: call.sender,
+          target: call.target,
+          selector: call.selector,
+          maxTotalGas: call.maxTotalGas,
+          maxFeePerGas: call.maxFeePerGasWei,
+          maxPriorityFeePerGas: call.maxPriorityFeePerGasWei,
+          paymasterVerificationGasLimit: gas.verificationGasLimit,
+          paymasterPostOpGasLimit: gas.postOpGasLimit,
+          validUntil: call.validUntilSec,
+          validAfter: call.validAfterSec,
+          authId: call.authId,
+        },
       ],
     });
-    const domain = { chainId: chain.chainId, paymaster: stack.paymaster };
-    assert.equal(onChain, sponsorshipDigest(domain, fixed));
-    assert.equal(onChain, digestByHand(chain.chainId, stack.paymaster));
+    const onChainDomain = { chainId: chain.chainId, paymaster: stack.paymaster };
+    assert.equal(onChain, callSponsorshipDigest(onChainDomain, gas, call));
+    assert.equal(onChain, callByHand(chain.chainId, stack.paymaster));
   });
 
-  test("the contract advertises the same EIP-712 domain (ERC-5267)", async () => {
+  test("the contract's getOperationHash equals the service's operationSponsorshipDigest", async () => {
+    // The view reads the paymaster's gas limits from paymasterAndData and ignores the rest of it.
+    const paymasterAndData = encodeOperationPaymasterAndData(
+      { chainId: chain.chainId, paymaster: stack.paymaster },
+      gas,
+      { validUntilSec: 1, validAfterSec: 0, authId: zeroHash },
+      `0x${"99".repeat(65)}`,
+    );
+    const onChain = await chain.publicClient.readContract({
+      address: stack.paymaster,
+      abi: sponsorPaymasterAbi,
+      functionName: "getOperationHash",
+      args: [
+        { ...operation, paymasterAndData, signature: "0x1234" },
+        terms.validUntilSec,
+        terms.validAfterSec,
+        terms.authId,
+      ],
+    });
+    const onChainDomain = { chainId: chain.chainId, paymaster: stack.paymaster };
+    assert.equal(onChain, operationSponsorshipDigest(onChainDomain, gas, operation, terms));
+    assert.equal(onChain, operationByHand(chain.chainId, stack.paymaster));
+  });
+
+  test("the contract's type hashes are the keccak of the type strings the service signs", async () => {
+    const read = (functionName: "CALL_SPONSORSHIP_TYPEHASH" | "OPERATION_SPONSORSHIP_TYPEHASH") =>
+      chain.publicClient.readContract({ address: stack.paymaster, abi: sponsorPaymasterAbi, functionName });
+    assert.equal(await read("CALL_SPONSORSHIP_TYPEHASH"), keccak256(toHex(CALL_TYPE)));
+    assert.equal(await read("OPERATION_SPONSORSHIP_TYPEHASH"), keccak256(toHex(OPERATION_TYPE)));
+  });
+
+  test("the contract advertises EIP-712 domain version 2 (ERC-5267)", async () => {
     const [, name, version, chainId, verifyingContract] = await chain.publicClient.readContract({
       address: stack.paymaster,
       abi: parseAbi([
@@ -228,51 +351,76 @@ describe("EIP-712 digest", () => {
     });
     assert.deepEqual(
       [name, version, chainId, verifyingContract],
-      ["SponsorPaymaster", "1", 14601n, stack.paymaster],
+      ["SponsorPaymaster", "2", 14601n, stack.paymaster],
     );
   });
 });
 
-describe("authorized operations", () => {
+/** Pinned once from the hand-rolled encoding; a change here means signatures stop verifying. */
+const KNOWN_CALL_DIGEST = "0xd2c860e6794f429dc725a55ac87cfb572732397cf197f5c9e40f08c809937782";
+const KNOWN_OPERATION_DIGEST = "0xc63afb6b3df1a9283a9af7a40cbe232d76cf7b4784015e6057146a5d2a47c954";
+
+describe("paymaster gas limits", () => {
+  test("PAYMASTER_GAS_LIMITS covers the verification gas both modes measure, with at least 20% headroom, and no postOp", async () => {
+    assert.equal(PAYMASTER_GAS_LIMITS.postOpGasLimit, 0n);
+    for (const mode of MODES) {
+      // A first operation (the account is deployed by initCode) is the larger case.
+      const measured = await measurePaymasterVerificationGas({
+        chain,
+        stack,
+        signer,
+        owner: randomAccount(),
+        target: stack.gameItems,
+        data: mintCall,
+        mode,
+      });
+      assert.ok(
+        PAYMASTER_GAS_LIMITS.verificationGasLimit * 100n >= measured * 120n,
+        `${mode}: measured ${measured}, limit ${PAYMASTER_GAS_LIMITS.verificationGasLimit}`,
+      );
+    }
+  });
+});
+
+describe("sponsored operations", () => {
   test("deploy stack puts EntryPoint v0.7 at its canonical address through CREATE2", () => {
     assert.equal(stack.entryPoint, "0x0000000071727De22E5E9d8BAf0edAc6f37da032");
     assert.equal(stack.entryPointDeployment, "create2");
   });
 
-  test("an authorized operation runs, is paid from the paymaster deposit and emits Sponsored", async () => {
-    const op = await opFor();
-    const depositBefore = await read("getDeposit");
-    const receipt = await handleOps(chain.publicClient, bundler(), stack.entryPoint, [op.userOp]);
-    assert.equal(receipt.status, "success");
-    assert.equal(await itemCount(op.sender), 1n);
+  for (const mode of MODES) {
+    test(`${mode} authorization: the operation runs, SponsorshipUsed links it, the deposit falls by exactly actualGasCost`, async () => {
+      const op = await opFor({ mode });
+      const depositBefore = await getDeposit();
+      const receipt = await handleOps(chain.publicClient, bundler(), stack.entryPoint, [op.userOp]);
+      assert.equal(receipt.status, "success");
+      assert.equal(await itemCount(op.sender), 1n);
 
-    const { userOps, sponsored } = receiptEvents(receipt.logs);
-    assert.equal(userOps.length, 1);
-    const event = userOps[0]!.args;
-    assert.equal(event.success, true);
-    assert.equal(event.userOpHash, op.userOpHash);
-    assert.equal(event.sender, op.sender);
-    assert.equal(event.paymaster, stack.paymaster);
-    assert.ok(event.actualGasCost <= op.sponsorship.maxGasCostWei, "charged more than authorized");
-    assert.equal(depositBefore - (await read("getDeposit")), event.actualGasCost);
+      const { userOps, used, postOpReverts } = receiptEvents(receipt.logs);
+      assert.equal(userOps.length, 1);
+      const event = userOps[0]!.args;
+      assert.deepEqual(
+        [event.success, event.userOpHash, event.sender, event.paymaster],
+        [true, op.userOpHash, op.sender, stack.paymaster],
+      );
+      assert.ok(event.actualGasCost <= requiredPrefundWei(gasOf(op.userOp), PAYMASTER_GAS_LIMITS));
+      assert.equal(depositBefore - (await getDeposit()), event.actualGasCost);
 
-    assert.equal(sponsored.length, 1);
-    const { authId, userOpHash, sender, actualGasCost } = sponsored[0]!.args;
-    assert.deepEqual([authId, userOpHash, sender], [op.sponsorship.authId, op.userOpHash, op.sender]);
-    // postOp only sees the cost so far: the EntryPoint adds postOp's own gas and the 10% penalty
-    // on unused execution gas afterwards. Settlement must use UserOperationEvent.actualGasCost.
-    assert.ok(actualGasCost > 0n);
-    assert.ok(actualGasCost < event.actualGasCost);
-    assert.equal(await isAuthIdUsed(op.sponsorship.authId), true);
-  });
+      assert.equal(used.length, 1);
+      assert.equal(used[0]!.address, stack.paymaster.toLowerCase());
+      assert.deepEqual(used[0]!.args, { authId: op.authId, userOpHash: op.userOpHash, sender: op.sender });
+      assert.equal(await userOpHashOf(op.authId), op.userOpHash);
+      assert.equal(postOpReverts.length, 0);
+    });
+  }
 
-  test("an operation whose game call reverts is still paid and still emits Sponsored", async () => {
+  test("an operation whose game call reverts is still paid and still linked by SponsorshipUsed", async () => {
     const op = await opFor({ data: failCall });
-    const depositBefore = await read("getDeposit");
+    const depositBefore = await getDeposit();
     const receipt = await handleOps(chain.publicClient, bundler(), stack.entryPoint, [op.userOp]);
     assert.equal(receipt.status, "success");
 
-    const { userOps, sponsored } = receiptEvents(receipt.logs);
+    const { userOps, used } = receiptEvents(receipt.logs);
     assert.equal(userOps.length, 1);
     assert.equal(userOps[0]!.args.success, false);
     const revertLogs = parseEventLogs({
@@ -280,136 +428,404 @@ describe("authorized operations", () => {
       logs: receipt.logs,
       eventName: "UserOperationRevertReason",
     });
-    assert.equal(revertLogs.length, 1);
     assert.equal(
       decodeErrorResult({ abi: gameItemsAbi, data: revertLogs[0]!.args.revertReason }).errorName,
       "AlwaysFails",
     );
+    assert.equal(depositBefore - (await getDeposit()), userOps[0]!.args.actualGasCost);
+    assert.deepEqual(used[0]?.args, { authId: op.authId, userOpHash: op.userOpHash, sender: op.sender });
+  });
 
-    assert.equal(depositBefore - (await read("getDeposit")), userOps[0]!.args.actualGasCost);
-    assert.equal(sponsored.length, 1);
-    assert.equal(sponsored[0]!.args.authId, op.sponsorship.authId);
-    assert.equal(sponsored[0]!.args.userOpHash, op.userOpHash);
-    assert.equal(await isAuthIdUsed(op.sponsorship.authId), true);
+  test("a whole-operation authorization does not require SimpleAccount.execute (the service decoded the calls)", async () => {
+    const owner = randomAccount();
+    const batch = encodeFunctionData({
+      abi: parseAbi(["function executeBatch(address[] dest, uint256[] value, bytes[] func)"]),
+      functionName: "executeBatch",
+      args: [[stack.gameItems, stack.gameItems], [], [mintCall, mintCall]],
+    });
+    const op = await opFor({ owner, mode: "operation", callData: batch });
+    const receipt = await handleOps(chain.publicClient, bundler(), stack.entryPoint, [op.userOp]);
+    assert.equal(receiptEvents(receipt.logs).userOps[0]?.args.success, true);
+    assert.equal(await itemCount(op.sender), 2n);
   });
 });
 
-describe("refused operations", () => {
-  test("refuses an authorization signed for another sender", async () => {
+/** The account gas fields of a packed operation, unpacked. */
+function gasOf(userOp: PackedUserOperation): UserOpGas {
+  const high = (word: Hex) => BigInt(slice(word, 0, 16));
+  const low = (word: Hex) => BigInt(slice(word, 16, 32));
+  return {
+    verificationGasLimit: high(userOp.accountGasLimits),
+    callGasLimit: low(userOp.accountGasLimits),
+    preVerificationGas: userOp.preVerificationGas,
+    maxPriorityFeePerGas: high(userOp.gasFees),
+    maxFeePerGas: low(userOp.gasFees),
+  };
+}
+
+describe("refused call authorizations", () => {
+  test("refuses an authorization signed by another key (AA34)", async () => {
+    await assertRefused(await opFor({ signer: randomAccount() }), "AA34 signature error");
+  });
+
+  test("refuses an authorization signed for another chain id (AA34)", async () => {
+    await assertRefused(await opFor({ domain: { chainId: 1 } }), "AA34 signature error");
+  });
+
+  test("refuses an authorization signed for another sender (AA34)", async () => {
     const other = await opFor();
-    const op = await opFor({ sponsorship: { sender: other.sender } });
+    await assertRefused(await opFor({ authorization: { sender: other.sender } }), "AA34 signature error");
+  });
+
+  test("refuses an authorization signed for another target contract (AA34)", async () => {
+    await assertRefused(
+      await opFor({ authorization: { target: stack.accountFactory } }),
+      "AA34 signature error",
+    );
+  });
+
+  test("refuses an authorization signed for another function selector (AA34)", async () => {
+    const op = await opFor({ authorization: { selector: slice(failCall, 0, 4) } });
     await assertRefused(op, "AA34 signature error");
   });
 
-  test("refuses an authorization signed for another target contract", async () => {
-    const op = await opFor({ sponsorship: { target: stack.accountFactory } });
+  // The happy path signs ceilings equal to the operation's own values, so each of these is the
+  // operation exceeding one ceiling by exactly 1.
+  test("refuses an operation whose total gas exceeds maxTotalGas by 1 (AA34, not a revert)", async () => {
+    const maxTotalGas = totalGasLimit(devnetUserOpGas, PAYMASTER_GAS_LIMITS) - 1n;
+    await assertRefused(await opFor({ authorization: { maxTotalGas } }), "AA34 signature error");
+  });
+
+  test("refuses an operation whose maxFeePerGas exceeds its ceiling by 1 (AA34)", async () => {
+    const op = await opFor({ authorization: { maxFeePerGasWei: devnetUserOpGas.maxFeePerGas - 1n } });
     await assertRefused(op, "AA34 signature error");
   });
 
-  test("refuses an authorization signed for another function selector", async () => {
-    const op = await opFor({ sponsorship: { selector: slice(failCall, 0, 4) } });
+  test("refuses an operation whose maxPriorityFeePerGas exceeds its ceiling by 1 (AA34)", async () => {
+    const op = await opFor({
+      authorization: { maxPriorityFeePerGasWei: devnetUserOpGas.maxPriorityFeePerGas - 1n },
+    });
     await assertRefused(op, "AA34 signature error");
   });
 
-  test("refuses an inner call shorter than a selector", async () => {
-    const op = await opFor({ data: "0xa0712d", sponsorship: { selector: "0xa0712d00" } });
-    const failed = await assertRefused(op, "AA33 reverted");
-    assert.equal(paymasterError(failed).errorName, "MissingSelector");
+  for (const mode of MODES) {
+    test(`${mode} authorization: refuses paymaster gas limits other than the signed ones (AA34)`, async () => {
+      const more = {
+        ...PAYMASTER_GAS_LIMITS,
+        verificationGasLimit: PAYMASTER_GAS_LIMITS.verificationGasLimit + 1n,
+      };
+      await assertRefused(
+        await opFor({ mode, paymasterGas: more, signedPaymasterGas: PAYMASTER_GAS_LIMITS }),
+        "AA34 signature error",
+      );
+      const withPostOp = { ...PAYMASTER_GAS_LIMITS, postOpGasLimit: 1n };
+      await assertRefused(
+        await opFor({ mode, paymasterGas: withPostOp, signedPaymasterGas: PAYMASTER_GAS_LIMITS }),
+        "AA34 signature error",
+      );
+    });
+
+    test(`${mode} authorization: refuses a second operation that reuses an authorization id (AA33 AuthorizationUsed)`, async () => {
+      const owner = randomAccount();
+      const first = await opFor({ owner, mode });
+      await handleOps(chain.publicClient, bundler(), stack.entryPoint, [first.userOp]);
+      assert.equal(await userOpHashOf(first.authId), first.userOpHash);
+
+      const second = await opFor({ owner, mode, authorization: { authId: first.authId } });
+      const failed = await assertRefused(second, "AA33 reverted", 1n);
+      const decoded = paymasterError(failed);
+      assert.equal(decoded.errorName, "AuthorizationUsed");
+      assert.deepEqual(decoded.args, [first.authId]);
+      // The link still names the first operation.
+      assert.equal(await userOpHashOf(first.authId), first.userOpHash);
+    });
+
+    test(`${mode} authorization: refuses a window that has not started (AA32)`, async () => {
+      const nowSec = await latestTimestampSec(chain);
+      const op = await opFor({
+        mode,
+        authorization: { validAfterSec: nowSec + 3_600, validUntilSec: nowSec + 3_900 },
+      });
+      await assertRefused(op, "AA32 paymaster expired or not due");
+    });
+  }
+
+  test("refuses an authorization whose window has ended, in both modes (AA32)", async () => {
+    const ops = [await opFor({ mode: "call" }), await opFor({ mode: "operation" })];
+    await chain.testClient.increaseTime({ seconds: 301 });
+    await chain.testClient.mine({ blocks: 1 });
+    for (const op of ops) {
+      assert.ok((await latestTimestampSec(chain)) > (op.paymasterData?.validUntilSec ?? 0));
+      await assertRefused(op, "AA32 paymaster expired or not due");
+    }
+  });
+});
+
+describe("malformed paymasterAndData or callData reverts (AA33)", () => {
+  /** paymasterAndData with bytes [start, end) replaced by `replacement`. */
+  const splice = (hex: Hex, start: number, end: number, replacement: Hex = "0x"): Hex =>
+    concatHex([slice(hex, 0, start), replacement, slice(hex, end)]);
+
+  const cases: [string, SponsoredOpParams["tamper"], string, (op: SponsoredOp) => unknown[]][] = [
+    [
+      "truncated by one byte",
+      withPaymasterAndData((d) => slice(d, 0, 209)),
+      "MalformedPaymasterData",
+      () => [209n],
+    ],
+    [
+      "one byte too long",
+      withPaymasterAndData((d) => concatHex([d, "0x00"])),
+      "MalformedPaymasterData",
+      () => [211n],
+    ],
+    [
+      "only the EntryPoint's 52 bytes",
+      withPaymasterAndData((d) => slice(d, 0, 52)),
+      "MalformedPaymasterData",
+      () => [52n],
+    ],
+    [
+      "an unknown mode",
+      withPaymasterAndData((d) => splice(d, 52, 53, "0x02")),
+      "MalformedPaymasterData",
+      () => [210n],
+    ],
+    [
+      "a call payload labelled as a whole-operation one",
+      withPaymasterAndData((d) => splice(d, 52, 53, "0x01")),
+      "MalformedPaymasterData",
+      () => [210n],
+    ],
+    [
+      "an empty window (validUntil = validAfter)",
+      withPaymasterAndData((d) => splice(d, 53, 59, slice(d, 59, 65))),
+      "InvalidWindow",
+      (op) => [op.authorization?.validAfterSec, op.authorization?.validAfterSec],
+    ],
+  ];
+  for (const [name, tamper, errorName, args] of cases) {
+    test(`refuses ${name}: ${errorName}`, async () => {
+      const op = await opFor({ tamper });
+      const decoded = paymasterError(await assertRefused(op, "AA33 reverted"));
+      assert.equal(decoded.errorName, errorName);
+      assert.deepEqual(decoded.args, args(op));
+    });
+  }
+
+  test("refuses a whole-operation payload with a call payload's length (162-byte mode relabelled)", async () => {
+    const op = await opFor({
+      mode: "operation",
+      tamper: withPaymasterAndData((d) => splice(d, 52, 53, "0x00")),
+    });
+    const decoded = paymasterError(await assertRefused(op, "AA33 reverted"));
+    assert.deepEqual([decoded.errorName, decoded.args], ["MalformedPaymasterData", [162n]]);
   });
 
-  test("refuses callData that is not SimpleAccount.execute", async () => {
+  test("refuses call-mode callData that is not SimpleAccount.execute: NotExecuteCall", async () => {
     const batch = encodeFunctionData({
       abi: parseAbi(["function executeBatch(address[] dest, uint256[] value, bytes[] func)"]),
       functionName: "executeBatch",
       args: [[stack.gameItems], [], [mintCall]],
     });
-    const owner = randomAccount();
-    const reSigned = await opFor({ owner });
-    const { userOp } = await signUserOp(chain.publicClient, stack.entryPoint, owner, {
-      ...reSigned.userOp,
-      callData: batch,
+    const op = await opFor({ callData: batch });
+    assert.equal(paymasterError(await assertRefused(op, "AA33 reverted")).errorName, "NotExecuteCall");
+  });
+
+  test("refuses an inner call shorter than a selector: MissingSelector", async () => {
+    const op = await opFor({ data: "0xa0712d", authorization: { selector: "0xa0712d00" } });
+    assert.equal(paymasterError(await assertRefused(op, "AA33 reverted")).errorName, "MissingSelector");
+  });
+
+  test("refuses execute callData whose dest has high bits or whose func points outside: MalformedCallData", async () => {
+    const execute = encodeFunctionData({
+      abi: parseAbi(["function execute(address dest, uint256 value, bytes func)"]),
+      functionName: "execute",
+      args: [stack.gameItems, 0n, mintCall],
     });
-    const failed = await assertRefused({ ...reSigned, userOp }, "AA33 reverted");
-    assert.equal(paymasterError(failed).errorName, "NotExecuteCall");
+    const dirtyDest = splice(execute, 4, 5, "0x01");
+    const farOffset = splice(execute, 68, 100, toHex(10_000n, { size: 32 }));
+    for (const callData of [dirtyDest, farOffset]) {
+      const op = await opFor({ callData });
+      assert.equal(paymasterError(await assertRefused(op, "AA33 reverted")).errorName, "MalformedCallData");
+    }
   });
+});
 
-  test("refuses truncated paymasterAndData", async () => {
-    const owner = randomAccount();
-    const op = await opFor({ owner });
-    const truncated = slice(op.userOp.paymasterAndData, 0, 176);
-    const { userOp } = await signUserOp(chain.publicClient, stack.entryPoint, owner, {
-      ...op.userOp,
-      paymasterAndData: truncated,
+describe("refused whole-operation authorizations: any field changed after signing (AA34)", () => {
+  const bump = (word: Hex, high: bigint, low: bigint) =>
+    packUint128Pair(BigInt(slice(word, 0, 16)) + high, BigInt(slice(word, 16, 32)) + low);
+  const changes: [string, (op: PackedUserOperation) => PackedUserOperation][] = [
+    [
+      "nonce (another nonce key, valid for the EntryPoint)",
+      (op) => ({ ...op, nonce: op.nonce + (1n << 64n) }),
+    ],
+    [
+      "callData",
+      (op) => ({
+        ...op,
+        callData: encodeFunctionData({ abi: gameItemsAbi, functionName: "mint", args: [43n] }),
+      }),
+    ],
+    ["verificationGasLimit", (op) => ({ ...op, accountGasLimits: bump(op.accountGasLimits, 1n, 0n) })],
+    ["callGasLimit", (op) => ({ ...op, accountGasLimits: bump(op.accountGasLimits, 0n, 1n) })],
+    ["preVerificationGas", (op) => ({ ...op, preVerificationGas: op.preVerificationGas + 1n })],
+    ["maxPriorityFeePerGas", (op) => ({ ...op, gasFees: bump(op.gasFees, 1n, 0n) })],
+    ["maxFeePerGas", (op) => ({ ...op, gasFees: bump(op.gasFees, 0n, 1n) })],
+    ["validUntil", withTerms({ validUntilSec: 4_000_000_000 })],
+    ["validAfter", withTerms({ validAfterSec: 1 })],
+    ["authId", withTerms({ authId: keccak256("0x01") })],
+  ];
+  for (const [field, tamper] of changes) {
+    test(`refuses a changed ${field}`, async () => {
+      const owner = randomAccount();
+      await assertRefused(await opFor({ owner, mode: "operation", tamper }), "AA34 signature error");
     });
-    const failed = await assertRefused({ ...op, userOp }, "AA33 reverted");
-    const decoded = paymasterError(failed);
-    assert.equal(decoded.errorName, "MalformedPaymasterData");
-    assert.deepEqual(decoded.args, [176n]);
-  });
+  }
 
-  test("refuses an authorization whose window has ended", async () => {
-    const op = await opFor();
-    await chain.testClient.increaseTime({ seconds: 301 });
-    await chain.testClient.mine({ blocks: 1 });
-    assert.ok((await latestTimestampSec(chain)) > op.sponsorship.validUntilSec);
-    await assertRefused(op, "AA32 paymaster expired or not due");
-  });
-
-  test("refuses an authorization whose window has not started", async () => {
-    const nowSec = await latestTimestampSec(chain);
-    const op = await opFor({ sponsorship: { validAfterSec: nowSec + 3_600, validUntilSec: nowSec + 3_900 } });
-    await assertRefused(op, "AA32 paymaster expired or not due");
-  });
-
-  test("refuses an authorization whose window is empty", async () => {
-    const nowSec = await latestTimestampSec(chain);
-    const op = await opFor({ sponsorship: { validAfterSec: nowSec, validUntilSec: nowSec } });
-    const failed = await assertRefused(op, "AA33 reverted");
-    const decoded = paymasterError(failed);
-    assert.equal(decoded.errorName, "InvalidWindow");
-    assert.deepEqual(decoded.args, [nowSec, nowSec]);
-  });
-
-  test("refuses a second operation that reuses an authorization id", async () => {
-    const owner = randomAccount();
-    const first = await opFor({ owner });
-    await handleOps(chain.publicClient, bundler(), stack.entryPoint, [first.userOp]);
-    assert.equal(await itemCount(first.sender), 1n);
-
-    const second = await opFor({ owner, sponsorship: { authId: first.sponsorship.authId } });
-    const failed = await assertRefused(second, "AA33 reverted", { minted: 1n, authIdUsed: true });
-    const decoded = paymasterError(failed);
-    assert.equal(decoded.errorName, "AuthorizationUsed");
-    assert.deepEqual(decoded.args, [first.sponsorship.authId]);
-  });
-
-  test("refuses an operation whose maximum cost exceeds the authorized maxGasCost", async () => {
-    const probe = await opFor();
-    const maxCost = probe.sponsorship.maxGasCostWei;
-    const op = await opFor({ sponsorship: { maxGasCostWei: maxCost - 1n } });
-    const failed = await assertRefused(op, "AA33 reverted");
-    const decoded = paymasterError(failed);
-    assert.equal(decoded.errorName, "GasCostAboveSponsorship");
-    assert.deepEqual(decoded.args, [maxCost, maxCost - 1n]);
-  });
-
-  test("refuses a postOp gas limit too small for postOp (it would cost us without a Sponsored log)", async () => {
-    const op = await opFor({ paymasterGas: { ...SPONSOR_PAYMASTER_GAS_LIMITS, postOpGasLimit: 7_999n } });
-    const failed = await assertRefused(op, "AA33 reverted");
-    const decoded = paymasterError(failed);
-    assert.equal(decoded.errorName, "PostOpGasLimitTooLow");
-    assert.deepEqual(decoded.args, [7_999n, 8_000n]);
-  });
-
-  test("refuses an authorization signed by another key", async () => {
-    const op = await opFor({ signer: randomAccount() });
+  test("refuses a changed initCode (same account deployed by different bytes)", async () => {
+    // ABI decoding ignores trailing bytes, so the factory still creates the very same sender.
+    const tamper = (op: PackedUserOperation) => ({ ...op, initCode: concatHex([op.initCode, "0x00"]) });
+    const op = await opFor({ mode: "operation", tamper });
+    assert.notEqual(op.userOp.initCode, "0x");
     await assertRefused(op, "AA34 signature error");
   });
 
-  test("refuses an authorization signed for another chain id", async () => {
-    const op = await opFor({ domain: { chainId: 1 } });
-    await assertRefused(op, "AA34 signature error");
+  test("refuses a changed sender", async () => {
+    // Two accounts that accept any signature: only the paymaster can tell them apart.
+    const [a, b] = [await deployAdversarialAccount(chain), await deployAdversarialAccount(chain)];
+    const op = await opFor({ sender: a, mode: "operation", tamper: (userOp) => ({ ...userOp, sender: b }) });
+    await assertRefused({ ...op, sender: b }, "AA34 signature error");
   });
+
+  test("refuses an authorization signed by another key or for another chain", async () => {
+    await assertRefused(await opFor({ mode: "operation", signer: randomAccount() }), "AA34 signature error");
+    await assertRefused(await opFor({ mode: "operation", domain: { chainId: 1 } }), "AA34 signature error");
+  });
+});
+
+describe("gas estimation with a stub", () => {
+  const validationResultAbi = accountAbstractionArtifact("EntryPointSimulations");
+
+  for (const mode of MODES) {
+    test(`${mode} stub with generous limits: simulateValidation reports a signature failure, not a revert`, async () => {
+      const nowSec = await latestTimestampSec(chain);
+      const stub = stubPaymasterAndData({
+        paymaster: stack.paymaster,
+        mode,
+        gas: PAYMASTER_GAS_LIMITS,
+        validAfterSec: nowSec - 60,
+        validUntilSec: nowSec + 300,
+      });
+      const generous: UserOpGas = {
+        ...devnetUserOpGas,
+        verificationGasLimit: 3_000_000n,
+        callGasLimit: 3_000_000n,
+        preVerificationGas: 1_000_000n,
+      };
+      const op = await opFor({ mode, gas: generous, tamper: withPaymasterAndData(() => stub) });
+
+      // As a bundler estimates: EntryPointSimulations' code in place of the EntryPoint's, by state override.
+      const { result } = await chain.publicClient.simulateContract({
+        address: stack.entryPoint,
+        abi: validationResultAbi.abi,
+        functionName: "simulateValidation",
+        args: [op.userOp],
+        stateOverride: [{ address: stack.entryPoint, code: validationResultAbi.deployedBytecode }],
+      });
+      const { returnInfo } = result as {
+        returnInfo: { paymasterValidationData: bigint; paymasterContext: Hex };
+      };
+      const validationData = returnInfo.paymasterValidationData;
+      assert.equal(validationData & ((1n << 160n) - 1n), 1n, "sigFailed");
+      assert.equal(Number((validationData >> 160n) & 0xffffffffffffn), nowSec + 300);
+      assert.equal(Number(validationData >> 208n), nowSec - 60);
+      assert.equal(returnInfo.paymasterContext, "0x");
+
+      // Simulated handleOps therefore says AA34 (a bundler discards the stub's signature), never AA33.
+      const failed = await simulateHandleOps(
+        chain.publicClient,
+        bundler().account.address,
+        stack.entryPoint,
+        [op.userOp],
+      );
+      assert.equal(failed?.reason, "AA34 signature error");
+    });
+  }
+});
+
+describe("prefund-too-low path: an AdversarialAccount ending in 2 KB of revert data", () => {
+  let sender: Address;
+  let tightGas: UserOpGas;
+
+  before(async () => {
+    sender = await deployAdversarialAccount(chain, 2_048n);
+    // One operation first, so the account's nonce slot is non-zero: every later operation then
+    // pays the same warm-ish nonce update, and the limits found below are tight for all of them.
+    const warmUp = await opFor({ sender });
+    await handleOps(chain.publicClient, bundler(), stack.entryPoint, [warmUp.userOp]);
+    // Equal fees: the EntryPoint then charges exactly maxFeePerGas, the price of the prefund.
+    const fees = { maxFeePerGas: 2_000_000_000n, maxPriorityFeePerGas: 2_000_000_000n };
+    tightGas = await prefundTooLowGas({
+      chain,
+      stack,
+      signer,
+      sender,
+      target: stack.gameItems,
+      data: mintCall,
+      gas: { ...devnetUserOpGas, ...fees, preVerificationGas: 21_000n },
+    });
+  });
+
+  const routes: [string, (ops: PackedUserOperation[]) => ReturnType<typeof handleOps>, () => Address][] = [
+    [
+      "handleOps",
+      (ops) => handleOps(chain.publicClient, bundler(), stack.entryPoint, ops),
+      () => stack.entryPoint,
+    ],
+    [
+      "handleAggregatedOps with aggregator 0",
+      (ops) => handleAggregatedOps(chain.publicClient, bundler(), stack.entryPoint, ops),
+      () => stack.entryPoint,
+    ],
+    [
+      "a BundleForwarder calling handleOps",
+      (ops) => forwardOps(chain.publicClient, bundler(), forwarder, stack.entryPoint, ops),
+      () => forwarder,
+    ],
+    [
+      "a BundleForwarder calling handleAggregatedOps",
+      (ops) =>
+        forwardOps(chain.publicClient, bundler(), forwarder, stack.entryPoint, ops, { aggregated: true }),
+      () => forwarder,
+    ],
+  ];
+  for (const [route, submit, to] of routes) {
+    test(`through ${route}: SponsorshipUsed links authId and userOpHash, and the deposit falls by actualGasCost`, async () => {
+      const op = await opFor({ sender, gas: tightGas });
+      const depositBefore = await getDeposit();
+      const receipt = await submit([op.userOp]);
+      assert.equal(receipt.status, "success");
+      assert.equal(receipt.to?.toLowerCase(), to().toLowerCase());
+
+      const { userOps, prefundTooLow, used } = receiptEvents(receipt.logs);
+      assert.equal(prefundTooLow.length, 1, "the EntryPoint took its prefund-too-low path");
+      assert.equal(prefundTooLow[0]!.args.userOpHash, op.userOpHash);
+      assert.equal(userOps.length, 1);
+      const event = userOps[0]!.args;
+      assert.deepEqual(
+        [event.userOpHash, event.sender, event.paymaster, event.success],
+        [op.userOpHash, sender, stack.paymaster, false],
+      );
+      // On this path the charge is the whole prefund, and nothing is refunded to the deposit.
+      assert.equal(event.actualGasCost, requiredPrefundWei(tightGas, PAYMASTER_GAS_LIMITS));
+      assert.equal(depositBefore - (await getDeposit()), event.actualGasCost);
+
+      assert.equal(used.length, 1);
+      assert.deepEqual(used[0]!.args, { authId: op.authId, userOpHash: op.userOpHash, sender });
+      assert.equal(await userOpHashOf(op.authId), op.userOpHash);
+    });
+  }
 });
 
 describe("signer rotation", () => {
@@ -448,7 +864,6 @@ describe("signer rotation", () => {
       eventName: "SignerChanged",
     });
     assert.deepEqual(changed?.args, { previousSigner: signer.address, newSigner: next.address });
-    assert.equal(await read("signer"), next.address);
 
     await assertRefused(await opFor(), "AA34 signature error");
     const ok = await opFor({ signer: next });
