@@ -2,12 +2,10 @@ import { randomBytes } from "node:crypto";
 import Fastify from "fastify";
 import { type Address, bytesToHex, type Hex } from "viem";
 import { validatorCompiler } from "../src/http/validation.ts";
-import { encodePaymasterAndData, sponsorshipDigest } from "../src/sponsor/paymaster-data.ts";
-import {
-  AuthorizeBody,
-  PAYMASTER_POST_OP_GAS_LIMIT,
-  PAYMASTER_VERIFICATION_GAS_LIMIT,
-} from "../src/sponsor/routes.ts";
+import { type CallAuthorization, callSponsorshipDigest } from "../src/paymaster/digest.ts";
+import { PAYMASTER_GAS_LIMITS as gas } from "../src/paymaster/gas.ts";
+import { encodeCallPaymasterAndData } from "../src/paymaster/layout.ts";
+import { AuthorizeBody } from "../src/sponsor/routes.ts";
 import { createSigner } from "../src/sponsor/signer.ts";
 
 /**
@@ -27,31 +25,30 @@ interface Body {
 
 const signer = createSigner(process.env.SIGNER_PRIVATE_KEY as Hex);
 const paymaster = process.env.CHAIN_14601_PAYMASTER_ADDRESS as Address;
-// The built-in default fee cap of chain 14601 (config.ts).
-const maxFeePerGasWei = 200_000_000_000n;
-const gas = {
-  verificationGasLimit: PAYMASTER_VERIFICATION_GAS_LIMIT,
-  postOpGasLimit: PAYMASTER_POST_OP_GAS_LIMIT,
-};
+// Fixed fee ceilings: the floor has no fee oracle (a cache lookup in the service).
+const maxFeePerGasWei = 3_000_000_000n;
+const maxPriorityFeePerGasWei = 1_000_000_000n;
 
 const app = Fastify({ logger: false });
 app.setValidatorCompiler(validatorCompiler());
 app.get("/health", async () => ({ status: "ok", signer: signer.backend }));
 app.post("/sponsor/authorize", { schema: { body: AuthorizeBody } }, async (request, reply) => {
   const body = request.body as Body;
-  const validAfterSec = Math.floor(Date.now() / 1000);
-  const sponsorship = {
+  const nowSec = Math.floor(Date.now() / 1000);
+  const sponsorship: CallAuthorization = {
     sender: body.user.toLowerCase() as Address,
     target: body.target.toLowerCase() as Address,
     selector: body.selector.toLowerCase() as Hex,
-    maxGasCostWei: BigInt(body.estimatedGas) * maxFeePerGasWei,
-    validAfterSec,
-    validUntilSec: validAfterSec + 300,
+    maxTotalGas: BigInt(body.estimatedGas),
+    maxFeePerGasWei,
+    maxPriorityFeePerGasWei,
+    validAfterSec: nowSec - 60,
+    validUntilSec: nowSec + 300,
     authId: bytesToHex(randomBytes(32)),
   };
   const domain = { chainId: body.chainId, paymaster };
-  const signature = signer.signDigest(sponsorshipDigest(domain, sponsorship));
-  const paymasterAndData = encodePaymasterAndData(domain, gas, sponsorship, signature);
+  const signature = signer.signDigest(callSponsorshipDigest(domain, gas, sponsorship));
+  const paymasterAndData = encodeCallPaymasterAndData(domain, gas, sponsorship, signature);
   return reply.type("application/json").send(
     JSON.stringify({
       authorized: true,
@@ -60,6 +57,7 @@ app.post("/sponsor/authorize", { schema: { body: AuthorizeBody } }, async (reque
       validUntil: sponsorship.validUntilSec,
       validAfter: sponsorship.validAfterSec,
       authorizationId: sponsorship.authId,
+      maxGasCost: (sponsorship.maxTotalGas * maxFeePerGasWei).toString(),
     }),
   );
 });

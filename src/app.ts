@@ -14,6 +14,7 @@ import { Problem } from "./http/problem.ts";
 import { validatorCompiler } from "./http/validation.ts";
 import { installAuthentication } from "./identity/authenticate.ts";
 import { parityRoutes } from "./ledger/routes.ts";
+import { settlementRoutes } from "./settlement/routes.ts";
 import { orgRoutes } from "./orgs/routes.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { sponsorRoutes } from "./sponsor/routes.ts";
@@ -90,6 +91,7 @@ export async function buildApp({
     fundingRoutes,
     analyticsRoutes,
     parityRoutes,
+    settlementRoutes,
     sponsorRoutes,
   ]) {
     await app.register(routes, { services });

@@ -60,6 +60,8 @@ export interface Config {
    * authorization valid from "now" could be refused as not yet due.
    */
   clockSkewSec: number;
+  /** Developers (by verified email) who may read service-wide reports such as chain parity. */
+  operatorEmails: readonly string[];
 }
 
 export class ConfigError extends Error {}
@@ -105,6 +107,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: read("LOG_LEVEL", (v) => oneOf(v, LOG_LEVELS), "info"),
     keyCacheTtlMs: read("KEY_CACHE_TTL_MS", (v) => intIn(v, 0, 5000), 2000),
     clockSkewSec: read("CLOCK_SKEW_SEC", (v) => intIn(v, 0, 3600), 60),
+    operatorEmails: read("OPERATOR_EMAILS", emailList, []),
   };
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
@@ -166,6 +169,12 @@ function readOidc(env: Env, problems: string[]): OidcConfig | null {
     problems.push(`OIDC_JWKS_URL: ${(err as Error).message}`);
   }
   return { issuer: issuer!, audience: audience!, jwksUrl: jwksUrl! };
+}
+
+function emailList(v: string): string[] {
+  const emails = v.split(",").map((e) => e.trim().toLowerCase()).filter((e) => e !== "");
+  for (const e of emails) if (!/^[^\s@]+@[^\s@]+$/.test(e)) throw new Error("must be a comma-separated list of emails");
+  return emails;
 }
 
 function oneOf(v: string, allowed: string[]): string {

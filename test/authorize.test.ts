@@ -1,16 +1,20 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { type Address, type Hex, hashTypedData, hexToBigInt, hexToNumber, recoverAddress, slice } from "viem";
+import { type Address, type Hex, hashTypedData, recoverAddress } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
-import { sponsorshipDigest } from "../src/sponsor/paymaster-data.ts";
+import { fixedFeeOracle } from "../src/chains/fee-oracle.ts";
+import { callSponsorshipDigest, callSponsorshipTypedData } from "../src/paymaster/digest.ts";
+import { decodePaymasterAndData } from "../src/paymaster/layout.ts";
 import { seedProject, startTestApp, TEST_PAYMASTER, TEST_SIGNER_KEY, type TestApp } from "./support/app.ts";
 
 const GAME = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
 const MINT = "0xa0712d68";
 const USER = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
-const FEE_CAP_WEI = 200_000_000_000n;
+// The test app's fixed fees (TEST_FEES: 1 gwei base, 1 gwei priority) give these ceilings.
+const FEE_CAP_WEI = 2_500_000_000n;
+const PRIORITY_CAP_WEI = 1_000_000_000n;
 const GAS = 150_000;
 const COST = BigInt(GAS) * FEE_CAP_WEI;
 
@@ -19,6 +23,9 @@ before(async () => {
   t = await startTestApp();
 });
 after(() => t.close());
+
+/** The store of the main test app, for a second instance with other settings. */
+const sharedDb = () => ({ db: t.db, schema: null, drop: async () => {} });
 
 async function fundedProject(balanceWei: bigint, opts: Parameters<typeof seedProject>[1] = {}) {
   const p = await seedProject(t, opts);
@@ -67,39 +74,44 @@ async function balanceOf(projectId: string): Promise<bigint> {
 }
 
 describe("POST /sponsor/authorize: the grant", () => {
-  it("signs exactly what the paymaster verifies and reserves maxGasCost", async () => {
+  it("signs exactly what the paymaster verifies and reserves the gas ceiling at the fee ceiling", async () => {
     const p = await fundedProject(10n * COST);
     const res = await authorize(p.apiKey, bodyFor(p.projectId));
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json();
     assert.equal(body.authorized, true);
     assert.equal(body.maxGasCost, COST.toString());
-    assert.equal(body.validUntil - body.validAfter, 300);
+    assert.equal(body.maxTotalGas, String(GAS));
+    assert.equal(body.maxFeePerGas, FEE_CAP_WEI.toString());
+    assert.equal(body.maxPriorityFeePerGas, PRIORITY_CAP_WEI.toString());
+    // validAfter is backdated by CLOCK_SKEW_SEC (60); validUntil is now + the TTL (300).
+    assert.equal(body.validUntil - body.validAfter, 300 + 60);
     assert.equal(body.paymaster.toLowerCase(), TEST_PAYMASTER);
-    const pmd = body.paymasterAndData as Hex;
-    // paymaster(20) | verificationGas(16) | postOpGas(16) | maxGasCost(16) | validUntil(6) | validAfter(6) | authId(32) | sig(65)
-    assert.equal((pmd.length - 2) / 2, 20 + 16 + 16 + 16 + 6 + 6 + 32 + 65);
-    assert.equal(slice(pmd, 0, 20).toLowerCase(), TEST_PAYMASTER);
-    assert.equal(hexToBigInt(slice(pmd, 20, 36)).toString(), body.paymasterVerificationGasLimit);
-    assert.equal(hexToBigInt(slice(pmd, 36, 52)).toString(), body.paymasterPostOpGasLimit);
-    assert.equal(hexToBigInt(slice(pmd, 52, 68)), COST);
-    assert.equal(hexToNumber(slice(pmd, 68, 74)), body.validUntil);
-    assert.equal(hexToNumber(slice(pmd, 74, 80)), body.validAfter);
-    assert.equal(slice(pmd, 80, 112), body.authorizationId);
-    assert.equal(slice(pmd, 112), body.signature);
-    assert.equal(`0x${pmd.slice(2 + 52 * 2)}`, body.paymasterData);
-    const digest = sponsorshipDigest(
-      { chainId: 14601, paymaster: TEST_PAYMASTER },
-      {
-        sender: USER.toLowerCase() as Address,
-        target: GAME.toLowerCase() as Address,
-        selector: MINT,
-        maxGasCostWei: COST,
-        validUntilSec: body.validUntil,
-        validAfterSec: body.validAfter,
-        authId: body.authorizationId,
-      },
-    );
+
+    const pmd = decodePaymasterAndData(body.paymasterAndData);
+    assert.ok(pmd && pmd.mode === "call", "call-authorization layout");
+    assert.equal(pmd.paymaster.toLowerCase(), TEST_PAYMASTER);
+    assert.equal(pmd.gas.verificationGasLimit.toString(), body.paymasterVerificationGasLimit);
+    assert.equal(pmd.gas.postOpGasLimit.toString(), body.paymasterPostOpGasLimit);
+    assert.equal(pmd.maxTotalGas, BigInt(GAS));
+    assert.equal(pmd.maxFeePerGasWei, FEE_CAP_WEI);
+    assert.equal(pmd.maxPriorityFeePerGasWei, PRIORITY_CAP_WEI);
+    assert.equal(pmd.validUntilSec, body.validUntil);
+    assert.equal(pmd.validAfterSec, body.validAfter);
+    assert.equal(pmd.authId, body.authorizationId);
+    assert.equal(pmd.signature, body.signature);
+    assert.equal(`0x${(body.paymasterAndData as string).slice(2 + 52 * 2)}`, body.paymasterData);
+    const digest = callSponsorshipDigest({ chainId: 14601, paymaster: TEST_PAYMASTER }, pmd.gas, {
+      sender: USER.toLowerCase() as Address,
+      target: GAME.toLowerCase() as Address,
+      selector: MINT,
+      maxTotalGas: BigInt(GAS),
+      maxFeePerGasWei: FEE_CAP_WEI,
+      maxPriorityFeePerGasWei: PRIORITY_CAP_WEI,
+      validUntilSec: body.validUntil,
+      validAfterSec: body.validAfter,
+      authId: body.authorizationId,
+    });
     assert.equal(
       await recoverAddress({ hash: digest, signature: body.signature }),
       privateKeyToAddress(TEST_SIGNER_KEY),
@@ -124,49 +136,69 @@ describe("POST /sponsor/authorize: the grant", () => {
     assert.notEqual(a.signature, b.signature);
   });
 
-  it("pins the EIP-712 digest for fixed inputs (known answer, checked against viem's hashTypedData)", () => {
+  it("prices at the chain's market: the reservation follows the fee oracle, not a fixed cap", async () => {
+    const fees = fixedFeeOracle({ baseFeePerGasWei: 10_000_000_000n, priorityFeePerGasWei: 2_000_000_000n });
+    const b = await startTestApp({ db: sharedDb(), feeOracle: fees });
+    try {
+      const p = await fundedProject(10n ** 18n);
+      const res = await b.request({
+        method: "POST",
+        url: "/sponsor/authorize",
+        token: p.apiKey,
+        payload: bodyFor(p.projectId),
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      // 10 gwei × 1.5 (the margin on the base fee) + 2 gwei of priority fee, not padded.
+      assert.equal(res.json().maxFeePerGas, "17000000000");
+      assert.equal(res.json().maxPriorityFeePerGas, "2000000000");
+      assert.equal(res.json().maxGasCost, (BigInt(GAS) * 17_000_000_000n).toString());
+    } finally {
+      await b.close();
+    }
+  });
+
+  it("503 fee_oracle_stale when the chain's fees are unknown or too old, and nothing is reserved", async () => {
+    const fees = fixedFeeOracle(null);
+    const b = await startTestApp({ db: sharedDb(), feeOracle: fees });
+    try {
+      const p = await fundedProject(10n * COST);
+      const res = await b.request({
+        method: "POST",
+        url: "/sponsor/authorize",
+        token: p.apiKey,
+        payload: bodyFor(p.projectId),
+      });
+      assert.equal(res.statusCode, 503, res.body);
+      assert.equal(res.json().code, "fee_oracle_stale");
+      assert.equal(await balanceOf(p.projectId), 10n * COST);
+    } finally {
+      await b.close();
+    }
+  });
+
+  it("pins the call-authorization digest for fixed inputs (known answer, checked against viem's hashTypedData)", () => {
+    const paymaster = "0x3333333333333333333333333333333333333333" as Address;
+    const gas = { verificationGasLimit: 70_000n, postOpGasLimit: 0n };
     const fixed = {
       sender: "0x1111111111111111111111111111111111111111" as Address,
       target: "0x2222222222222222222222222222222222222222" as Address,
       selector: "0xa0712d68" as Hex,
-      maxGasCostWei: 30_000_000_000_000_000n,
+      maxTotalGas: 250_000n,
+      maxFeePerGasWei: 17_000_000_000n,
+      maxPriorityFeePerGasWei: 2_000_000_000n,
       validUntilSec: 1_800_000_300,
       validAfterSec: 1_800_000_000,
       authId: `0x${"ab".repeat(32)}` as Hex,
     };
-    const paymaster = "0x3333333333333333333333333333333333333333" as Address;
-    const independent = hashTypedData({
-      domain: { name: "SponsorPaymaster", version: "1", chainId: 14601, verifyingContract: paymaster },
-      types: {
-        Sponsorship: [
-          { name: "sender", type: "address" },
-          { name: "target", type: "address" },
-          { name: "selector", type: "bytes4" },
-          { name: "maxGasCost", type: "uint256" },
-          { name: "validUntil", type: "uint48" },
-          { name: "validAfter", type: "uint48" },
-          { name: "authId", type: "bytes32" },
-        ],
-      },
-      primaryType: "Sponsorship",
-      message: {
-        sender: fixed.sender,
-        target: fixed.target,
-        selector: fixed.selector,
-        maxGasCost: fixed.maxGasCostWei,
-        validUntil: fixed.validUntilSec,
-        validAfter: fixed.validAfterSec,
-        authId: fixed.authId,
-      },
-    });
-    const ours = sponsorshipDigest({ chainId: 14601, paymaster }, fixed);
-    assert.equal(ours, independent);
+    const domain = { chainId: 14601, paymaster };
+    const ours = callSponsorshipDigest(domain, gas, fixed);
+    assert.equal(ours, hashTypedData(callSponsorshipTypedData(domain, gas, fixed)));
     assert.equal(ours, KNOWN_DIGEST);
   });
 });
 
 // Computed once from the inputs above; any change to the typed data changes it.
-const KNOWN_DIGEST = "0x48dc73cd76273012ac65fc4484e267873d390ae1006067cd43571fd10f448a4f";
+const KNOWN_DIGEST = "0x88d20dd5d286a701e2a9808503d8f4988440e524dea848f69b76a841d60d2a9f";
 
 describe("POST /sponsor/authorize: refusals, in DESIGN.md's order", () => {
   it("401 for a missing, malformed, unknown, revoked or other project's key", async () => {

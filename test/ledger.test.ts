@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
-import { creditDeposit, release, reserve, settle } from "../src/ledger/ledger.ts";
+import { billOperation, creditDeposit, release, reserve } from "../src/ledger/ledger.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
 
 let t: TestApp;
@@ -13,6 +13,7 @@ after(() => t.close());
 
 const TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
 const SELECTOR = "0xa0712d68";
+const PAYMASTER = "0x00000000000000000000000000000000000000aa";
 
 async function allowlisted(p: { projectId: string; ownerToken: string }) {
   const res = await t.request({
@@ -37,9 +38,13 @@ function reservation(projectId: string, costWei: bigint) {
     selector: SELECTOR,
     estimatedGas: 100_000n,
     maxGasCostWei: costWei,
+    maxFeePerGasWei: 2_000_000_000n,
+    maxPriorityFeePerGasWei: 1_000_000_000n,
+    paymaster: PAYMASTER,
     validAfterSec: 1_800_000_000,
     validUntilSec: 1_800_000_300,
     response: null,
+    requestedAtMs: Date.now(),
   };
 }
 
@@ -75,8 +80,13 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant("release" as const), pick: fc.nat() }),
 );
 
+function move<T>(item: T, from: T[], to: T[]): void {
+  from.splice(from.indexOf(item), 1);
+  to.push(item);
+}
+
 describe("gas tank ledger laws", () => {
-  it("over random reserve/settle/release/deposit sequences (with repeats) the balance never goes negative and equals the sum of the entries", async () => {
+  it("over random reserve/settle/release/late-charge/deposit sequences (with repeats) the balance never goes negative and equals the sum of the entries", async () => {
     const seeded = await seedProject(t);
     await allowlisted(seeded);
     let run = 0;
@@ -94,7 +104,8 @@ describe("gas tank ledger laws", () => {
         );
         let model = 0n;
         const pending: { authId: string; cost: bigint }[] = [];
-        const done: { authId: string; cost: bigint }[] = [];
+        const released: { authId: string; cost: bigint }[] = [];
+        const settled: { authId: string; cost: bigint }[] = [];
         const depositsSeen = new Set<number>();
         for (const op of ops) {
           if (op.kind === "deposit") {
@@ -115,28 +126,44 @@ describe("gas tank ledger laws", () => {
               pending.push({ authId: r.authId, cost: op.cost });
             }
           } else {
-            const pool = [...pending, ...done];
+            const pool = [...pending, ...released, ...settled];
             if (pool.length === 0) continue;
             const target = pool[op.pick % pool.length]!;
-            const isPending = pending.includes(target);
-            let applied: boolean;
             if (op.kind === "settle") {
               const actual = (target.cost * BigInt(op.fraction)) / 100n;
-              applied = await settle(t.db, {
-                authId: target.authId,
-                outcome: op.reverted ? "reverted" : "success",
-                actualGasUsed: 21_000n,
-                actualGasCostWei: actual,
-              });
-              if (applied) model += target.cost - actual;
+              const billing = await t.db.transaction((tx) =>
+                billOperation(tx, {
+                  authId: target.authId,
+                  chainId: 14601,
+                  paymaster: PAYMASTER,
+                  outcome: op.reverted ? "reverted" : "success",
+                  actualGasUsed: 21_000n,
+                  actualGasCostWei: actual,
+                  txHash: `0x${"1".repeat(64)}`,
+                  userOpHash: `0x${"2".repeat(64)}`,
+                }),
+              );
+              if (pending.includes(target)) {
+                // An open reservation: the tank keeps the actual cost, the rest comes back.
+                assert.deepEqual(billing.kind === "charged" && [billing.billedWei, billing.late], [actual, false]);
+                model += target.cost - actual;
+                move(target, pending, settled);
+              } else if (released.includes(target)) {
+                // Released, then seen on chain: charged late, never below zero.
+                const due = actual < model ? actual : model;
+                assert.deepEqual(billing.kind === "charged" && [billing.billedWei, billing.late], [due, true]);
+                model -= due;
+                move(target, released, settled);
+              } else {
+                assert.equal(billing.kind, "unbilled", "an authorization is charged once");
+              }
             } else {
-              applied = await release(t.db, target.authId);
-              if (applied) model += target.cost;
-            }
-            assert.equal(applied, isPending, "settle and release apply once, and only to open reservations");
-            if (applied) {
-              pending.splice(pending.indexOf(target), 1);
-              done.push(target);
+              const applied = await release(t.db, target.authId);
+              assert.equal(applied, pending.includes(target), "release applies once, and only to open reservations");
+              if (applied) {
+                model += target.cost;
+                move(target, pending, released);
+              }
             }
           }
           const s = await state(projectId);

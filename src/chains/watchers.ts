@@ -15,7 +15,8 @@ import type { ReadinessProbe } from "../health/routes.ts";
 import { readCursor, type WatcherName } from "./cursors.ts";
 import { type LoopState, type PollLoop, pollLoop, silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, confirmedHead, createChainClient } from "./rpc.ts";
-import { type SettlementWatcher, settlementWatcher } from "./settlement-watcher.ts";
+import { paidTotals } from "../settlement/store.ts";
+import { type SettlementWatcher, settlementWatcher } from "../settlement/watcher.ts";
 
 /** A watcher further behind the confirmed head than this is reported as degraded. */
 export const MAX_LAG_BLOCKS = 100n;
@@ -116,10 +117,25 @@ function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
     set.deposits.tracing() === "top-level"
       ? "no call tracing on this RPC: transfers made by contracts are not credited"
       : null;
+  const paymaster = set.chain.paymaster!.toLowerCase();
+  const unattributedProbe: ReadinessProbe = {
+    name: `chain:${chainId}:unattributed`,
+    async check() {
+      const totals = await paidTotals(db, chainId, paymaster, null).catch(() => null);
+      if (totals === null) return { status: "degraded", detail: "could not read chain_operations" };
+      return totals.unattributedWei === 0n
+        ? { status: "ok", detail: `${totals.operations} paid operations, all charged to gas tanks` }
+        : {
+            status: "degraded",
+            detail: `unattributed spend: ${totals.unattributedWei} wei over ${totals.unattributedCount} operations paid by the paymaster but not charged to a tank`,
+          };
+    },
+  };
   return [
     rpcProbe,
     lagProbe("settlement", set.loops.settlement, () => null),
     lagProbe("deposits", set.loops.deposits, tracingNote),
+    unattributedProbe,
   ];
 }
 

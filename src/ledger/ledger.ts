@@ -19,10 +19,17 @@ export interface Reservation {
   selector: string;
   estimatedGas: bigint;
   maxGasCostWei: bigint;
+  /** The fee ceilings the signed authorization binds (v2). */
+  maxFeePerGasWei: bigint;
+  maxPriorityFeePerGasWei: bigint;
+  /** The paymaster the authorization was signed for. */
+  paymaster: string;
   validAfterSec: number;
   validUntilSec: number;
   /** The exact response body, kept for idempotent replays when a nonce is given. */
   response: string | null;
+  /** The service's clock when authorize decided (ms); the reservation's time. */
+  requestedAtMs: number;
 }
 
 export type ReserveOutcome =
@@ -41,10 +48,13 @@ export async function reserveMany(
   projectId: string,
   items: Reservation[],
 ): Promise<ReserveOutcome[]> {
+  // A batch is decided at one instant: the latest of its items' clocks.
+  const nowMs = Math.max(...items.map((r) => r.requestedAtMs));
   for (const r of items) {
     assert.equal(r.projectId, projectId, "a batch holds one project");
     assert.ok(r.maxGasCostWei >= 0n, "maxGasCost must not be negative");
     assert.ok(r.validUntilSec > r.validAfterSec, "validUntil must be after validAfter");
+    assert.ok(r.maxPriorityFeePerGasWei <= r.maxFeePerGasWei, "priority fee ceiling above the fee ceiling");
   }
   const payload = items.map((r, idx) => ({
     idx,
@@ -58,6 +68,9 @@ export async function reserveMany(
     selector: r.selector,
     gas: r.estimatedGas.toString(),
     cost: r.maxGasCostWei.toString(),
+    max_fee: r.maxFeePerGasWei.toString(),
+    max_priority_fee: r.maxPriorityFeePerGasWei.toString(),
+    paymaster: r.paymaster,
     valid_after: r.validAfterSec,
     valid_until: r.validUntilSec,
     response: r.response,
@@ -67,9 +80,10 @@ export async function reserveMany(
     outcome: string;
     stored_digest: string | null;
     stored_response: string | null;
-  }>("SELECT idx, outcome, stored_digest, stored_response FROM reserve_sponsorships($1, $2::jsonb)", [
+  }>("SELECT idx, outcome, stored_digest, stored_response FROM reserve_sponsorships($1, $2::jsonb, $3)", [
     projectId,
     JSON.stringify(payload),
+    new Date(nowMs),
   ]);
   const outcomes: ReserveOutcome[] = new Array(items.length);
   for (const row of rows) {
@@ -89,44 +103,142 @@ export async function reserve(db: Queryable, r: Reservation): Promise<ReserveOut
 
 export type Outcome = "success" | "reverted";
 
-export interface Settlement {
+/** One operation our paymaster paid for, as the EntryPoint reported it, with the authorization it used. */
+export interface PaidOperation {
   authId: string;
+  chainId: number;
+  paymaster: string;
   outcome: Outcome;
   actualGasUsed: bigint;
   actualGasCostWei: bigint;
-  txHash?: string;
-  userOpHash?: string;
+  txHash: string;
+  userOpHash: string;
+}
+
+/** What a gas tank was charged for a paid operation, and why not all of it when it was not. */
+export type Billing =
+  | {
+      kind: "charged";
+      projectId: string;
+      billedWei: bigint;
+      /** Charged after the reservation had been released (only after a deep reorganisation). */
+      late: boolean;
+      /** Why less than the actual cost was charged; null when all of it was. */
+      shortfall: "cost_above_reservation" | "tank_short_after_release" | null;
+    }
+  | { kind: "unbilled"; projectId: string | null; reason: UnbilledReason };
+
+export type UnbilledReason =
+  | "no_authorization_log"
+  | "unknown_authorization"
+  | "authorization_of_another_paymaster"
+  | "authorization_already_settled";
+
+/**
+ * Charges the gas tank of the authorization an on-chain operation used, inside the caller's
+ * transaction (the caller records the operation in the same one, which makes this exactly once).
+ *
+ * - A pending reservation is settled: the tank gets back what it held beyond the actual cost.
+ * - A released reservation (which can only happen after a reorganisation deeper than the
+ *   confirmation depth, since release waits for chain time to pass validUntil) is charged late,
+ *   as far as the tank holds; the rest is returned as a shortfall for the caller to report.
+ * - Anything else cannot be charged to a tank and is returned as unbilled, with the reason.
+ */
+export async function billOperation(tx: Queryable, op: PaidOperation): Promise<Billing> {
+  assert.ok(op.actualGasCostWei >= 0n && op.actualGasUsed >= 0n, "actual gas must not be negative");
+  const rows = await tx.query<{
+    project_id: string;
+    status: string;
+    max_gas_cost: string;
+    chain_id: number;
+    paymaster: string | null;
+    day: string;
+  }>(
+    `SELECT project_id, status, max_gas_cost::text, chain_id, paymaster,
+       ((created_at AT TIME ZONE 'UTC')::date)::text AS day
+     FROM sponsorships WHERE auth_id = $1 FOR UPDATE`,
+    [op.authId],
+  );
+  const row = rows[0];
+  if (!row) return { kind: "unbilled", projectId: null, reason: "unknown_authorization" };
+  if (row.chain_id !== op.chainId || (row.paymaster !== null && row.paymaster !== op.paymaster)) {
+    return { kind: "unbilled", projectId: row.project_id, reason: "authorization_of_another_paymaster" };
+  }
+  if (row.status === "pending") return settlePending(tx, op, row);
+  if (row.status === "expired") return settleLate(tx, op, row);
+  return { kind: "unbilled", projectId: row.project_id, reason: "authorization_already_settled" };
+}
+
+async function settlePending(
+  tx: Queryable,
+  op: PaidOperation,
+  row: { project_id: string; max_gas_cost: string; day: string },
+): Promise<Billing> {
+  // The contract makes the EntryPoint's prefund (the most it can charge) fit the reservation,
+  // so the cost never exceeds it; were it ever to, the tank pays the reservation and the rest
+  // is reported rather than taken from money the studio did not set aside.
+  const maxWei = BigInt(row.max_gas_cost);
+  const billedWei = op.actualGasCostWei <= maxWei ? op.actualGasCostWei : maxWei;
+  await markSettled(tx, op, billedWei);
+  const refund = maxWei - billedWei;
+  await move(tx, row.project_id, "settle", refund, op.authId);
+  await giveBackDailyUsage(tx, row.project_id, row.day, refund);
+  const shortfall = billedWei < op.actualGasCostWei ? "cost_above_reservation" : null;
+  return { kind: "charged", projectId: row.project_id, billedWei, late: false, shortfall };
+}
+
+async function settleLate(
+  tx: Queryable,
+  op: PaidOperation,
+  row: { project_id: string; max_gas_cost: string; day: string },
+): Promise<Billing> {
+  const tank = await tx.query<{ balance: string }>(
+    "SELECT gas_tank_balance::text AS balance FROM projects WHERE id = $1 FOR UPDATE",
+    [row.project_id],
+  );
+  const balanceWei = BigInt(tank[0]!.balance);
+  const maxWei = BigInt(row.max_gas_cost);
+  const due = op.actualGasCostWei <= maxWei ? op.actualGasCostWei : maxWei;
+  const billedWei = due <= balanceWei ? due : balanceWei;
+  await markSettled(tx, op, billedWei);
+  await move(tx, row.project_id, "late_settle", -billedWei, op.authId);
+  await tx.query(
+    `INSERT INTO daily_usage AS u (project_id, day, spent) VALUES ($1, $2::date, $3)
+     ON CONFLICT (project_id, day) DO UPDATE SET spent = u.spent + EXCLUDED.spent`,
+    [row.project_id, row.day, billedWei.toString()],
+  );
+  const shortfall = billedWei < op.actualGasCostWei ? "tank_short_after_release" : null;
+  return { kind: "charged", projectId: row.project_id, billedWei, late: true, shortfall };
+}
+
+async function markSettled(tx: Queryable, op: PaidOperation, billedWei: bigint): Promise<void> {
+  await tx.query(
+    `UPDATE sponsorships SET status = $2, actual_gas = $3, actual_gas_cost = $4, tx_hash = $5,
+       user_op_hash = $6, settled_at = now()
+     WHERE auth_id = $1`,
+    [op.authId, op.outcome, op.actualGasUsed.toString(), billedWei.toString(), op.txHash, op.userOpHash],
+  );
 }
 
 /**
- * Settles a reservation once the operation is final on chain: gives back what the reservation
- * held beyond the actual cost. Applied at most once; returns false when already settled or
- * released, or unknown.
+ * Undoes what billOperation charged for an operation whose block a reorganisation removed: a
+ * compensating `reversal` entry gives the charge back, and the authorization counts as released,
+ * so that the same operation charged again if it lands in the new chain is a late charge.
  */
-export async function settle(db: Db, s: Settlement): Promise<boolean> {
-  assert.ok(s.actualGasCostWei >= 0n && s.actualGasUsed >= 0n, "actual gas must not be negative");
-  return db.transaction(async (tx) => {
-    const rows = await tx.query<{ project_id: string; max_gas_cost: string; day: string }>(
-      `UPDATE sponsorships SET status = $2, actual_gas = $3, actual_gas_cost = $4, tx_hash = $5,
-         user_op_hash = $6, settled_at = now()
-       WHERE auth_id = $1 AND status = 'pending' AND $4::numeric <= max_gas_cost
-       RETURNING project_id, max_gas_cost::text, ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
-      [
-        s.authId,
-        s.outcome,
-        s.actualGasUsed.toString(),
-        s.actualGasCostWei.toString(),
-        s.txHash ?? null,
-        s.userOpHash ?? null,
-      ],
-    );
-    const row = rows[0];
-    if (!row) return false;
-    const refund = BigInt(row.max_gas_cost) - s.actualGasCostWei;
-    await move(tx, row.project_id, "settle", refund, s.authId);
-    await giveBackDailyUsage(tx, row.project_id, row.day, refund);
-    return true;
-  });
+export async function reverseBilling(
+  tx: Queryable,
+  r: { authId: string; projectId: string; billedWei: bigint; reference: string },
+): Promise<boolean> {
+  const applied = await move(tx, r.projectId, "reversal", r.billedWei, r.reference);
+  if (!applied) return false;
+  const rows = await tx.query<{ day: string }>(
+    `UPDATE sponsorships SET status = 'expired', actual_gas = 0, actual_gas_cost = 0, tx_hash = NULL,
+       user_op_hash = NULL, settled_at = now()
+     WHERE auth_id = $1 RETURNING ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
+    [r.authId],
+  );
+  if (rows[0]) await giveBackDailyUsage(tx, r.projectId, rows[0].day, r.billedWei);
+  return true;
 }
 
 /** Releases a reservation whose window ended without the operation appearing. At most once. */
@@ -205,4 +317,36 @@ export async function parity(db: Queryable, projectIds: string[] | null): Promis
       inSync: delta === 0n,
     };
   });
+}
+
+/**
+ * Takes back a credit that a reorganisation removed from the chain, with a `reversal` entry under
+ * `reference`, inside the caller's transaction. The tank never goes below zero: when the project
+ * has already spent part of the credit, only what the balance holds is taken, and the rest comes
+ * back as `shortfallWei` for the caller to record as a debt. At most once per reference: a repeat
+ * changes nothing and reports what the first took.
+ */
+export async function reverseCredit(
+  tx: Queryable,
+  r: { projectId: string; reference: string; amountWei: bigint },
+): Promise<{ reversedWei: bigint; shortfallWei: bigint; applied: boolean }> {
+  assert.ok(r.amountWei > 0n, "a reversed credit is positive");
+  // The row lock orders this against reservations, which take from the same balance.
+  const [project] = await tx.query<{ balance: string }>(
+    "SELECT gas_tank_balance::text AS balance FROM projects WHERE id = $1 FOR UPDATE",
+    [r.projectId],
+  );
+  assert.ok(project, `unknown project ${r.projectId}`);
+  const [earlier] = await tx.query<{ amount: string }>(
+    "SELECT amount::text FROM ledger_entries WHERE kind = 'reversal' AND reference = $1",
+    [r.reference],
+  );
+  if (earlier) {
+    const reversedWei = -BigInt(earlier.amount);
+    return { reversedWei, shortfallWei: r.amountWei - reversedWei, applied: false };
+  }
+  const balanceWei = BigInt(project.balance);
+  const reversedWei = balanceWei < r.amountWei ? balanceWei : r.amountWei;
+  await move(tx, r.projectId, "reversal", -reversedWei, r.reference);
+  return { reversedWei, shortfallWei: r.amountWei - reversedWei, applied: true };
 }

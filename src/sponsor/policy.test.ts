@@ -5,26 +5,35 @@ import { quote } from "./policy.ts";
 
 const chain = loadConfig({ CHAIN_14601_PAYMASTER_ADDRESS: "0x00000000000000000000000000000000000000aa" })
   .chains[0]!;
+const fees = { maxFeePerGasWei: 3_000_000_000n, maxPriorityFeePerGasWei: 1_000_000_000n };
+const base = { chain, chainId: 14601, estimatedGas: 150_000n, ttlSec: 300, clockSkewSec: 60, fees };
 
 describe("quote", () => {
-  it("prices maxGasCost as estimatedGas × the chain's fee cap and opens the window now", () => {
-    const q = quote({ chain, chainId: 14601, estimatedGas: 150_000n, ttlSec: 300, nowMs: 1_800_000_000_500 });
+  it("reserves the gas ceiling at the fee ceiling and backdates validAfter by the clock skew", () => {
+    const q = quote({ ...base, nowMs: 1_800_000_000_500 });
     assert.deepEqual(q, {
       kind: "quote",
-      maxGasCostWei: 150_000n * 200_000_000_000n,
-      validAfterSec: 1_800_000_000,
+      maxTotalGas: 150_000n,
+      maxFeePerGasWei: 3_000_000_000n,
+      maxPriorityFeePerGasWei: 1_000_000_000n,
+      maxGasCostWei: 150_000n * 3_000_000_000n,
+      validAfterSec: 1_800_000_000 - 60,
       validUntilSec: 1_800_000_300,
       paymaster: "0x00000000000000000000000000000000000000aa",
     });
   });
 
-  it("refuses an unknown chain (400) and a chain without a paymaster (503)", () => {
-    assert.equal(
-      quote({ chain: undefined, chainId: 1, estimatedGas: 1n, ttlSec: 300, nowMs: 0 }).kind,
-      "denied",
-    );
-    const bare = { ...chain, paymaster: null };
-    const q = quote({ chain: bare, chainId: 14601, estimatedGas: 1n, ttlSec: 300, nowMs: 0 });
-    assert.deepEqual(q.kind === "denied" && [q.status, q.code], [503, "chain_not_configured"]);
+  it("refuses an unknown chain (400), a chain without a paymaster (503) and stale fees (503)", () => {
+    const unknown = quote({ ...base, chain: undefined, chainId: 1, nowMs: 0 });
+    assert.deepEqual(unknown.kind === "denied" && [unknown.status, unknown.code], [400, "unsupported_chain"]);
+    const bare = quote({ ...base, chain: { ...chain, paymaster: null }, nowMs: 0 });
+    assert.deepEqual(bare.kind === "denied" && [bare.status, bare.code], [503, "chain_not_configured"]);
+    const stale = quote({ ...base, fees: null, nowMs: 0 });
+    assert.deepEqual(stale.kind === "denied" && [stale.status, stale.code], [503, "fee_oracle_stale"]);
+  });
+
+  it("never opens a window before the epoch", () => {
+    const q = quote({ ...base, nowMs: 10_000 });
+    assert.equal(q.kind === "quote" && q.validAfterSec, 0);
   });
 });

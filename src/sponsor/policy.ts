@@ -1,20 +1,32 @@
 import type { ChainConfig } from "../config.ts";
+import type { FeeCeilings } from "./pricing.ts";
 
 /**
- * The pure part of authorize: given the request and the chain, decide whether to go on and at
- * what price and window. No I/O, no clock of its own.
+ * The pure part of authorize: given the request, the chain and the fee ceilings the chain's
+ * market allows now, decide whether to go on, at what price and for which window. No I/O, no
+ * clock of its own.
  */
 export const MAX_ESTIMATED_GAS = 30_000_000n;
 
 export type Quote =
   | {
       kind: "quote";
+      /** Ceiling on the operation's total gas (every limit, the paymaster's included). */
+      maxTotalGas: bigint;
+      maxFeePerGasWei: bigint;
+      maxPriorityFeePerGasWei: bigint;
+      /** The reservation: the most the EntryPoint can take from the paymaster for this operation. */
       maxGasCostWei: bigint;
       validAfterSec: number;
       validUntilSec: number;
       paymaster: `0x${string}`;
     }
-  | { kind: "denied"; status: 400 | 503; code: "unsupported_chain" | "chain_not_configured"; detail: string };
+  | {
+      kind: "denied";
+      status: 400 | 503;
+      code: "unsupported_chain" | "chain_not_configured" | "fee_oracle_stale";
+      detail: string;
+    };
 
 export function quote(input: {
   chain: ChainConfig | undefined;
@@ -22,6 +34,10 @@ export function quote(input: {
   estimatedGas: bigint;
   ttlSec: number;
   nowMs: number;
+  /** How far validAfter is backdated: the latest block's timestamp trails the wall clock. */
+  clockSkewSec: number;
+  /** The fee ceilings from the chain's fee oracle; null without a fresh reading. */
+  fees: Pick<FeeCeilings, "maxFeePerGasWei" | "maxPriorityFeePerGasWei"> | null;
 }): Quote {
   const { chain } = input;
   if (!chain?.active) {
@@ -40,12 +56,23 @@ export function quote(input: {
       detail: `no paymaster is configured for chain ${chain.chainId}`,
     };
   }
-  const validAfterSec = Math.floor(input.nowMs / 1000);
+  if (!input.fees) {
+    return {
+      kind: "denied",
+      status: 503,
+      code: "fee_oracle_stale",
+      detail: `no recent fee reading for chain ${chain.chainId}; retry shortly`,
+    };
+  }
+  const nowSec = Math.floor(input.nowMs / 1000);
   return {
     kind: "quote",
-    maxGasCostWei: input.estimatedGas * chain.maxFeePerGasWei,
-    validAfterSec,
-    validUntilSec: validAfterSec + input.ttlSec,
+    maxTotalGas: input.estimatedGas,
+    maxFeePerGasWei: input.fees.maxFeePerGasWei,
+    maxPriorityFeePerGasWei: input.fees.maxPriorityFeePerGasWei,
+    maxGasCostWei: input.estimatedGas * input.fees.maxFeePerGasWei,
+    validAfterSec: Math.max(0, nowSec - input.clockSkewSec),
+    validUntilSec: nowSec + input.ttlSec,
     paymaster: chain.paymaster,
   };
 }

@@ -1,0 +1,205 @@
+/**
+ * `chain_operations`: every operation our paymaster paid on chain, and what a gas tank was
+ * charged for it. This module is the table's only writer.
+ *
+ * Recording an operation and charging its tank happen in one transaction, and the row's key is
+ * the log's own identity (chain, block hash, log index), so a watcher that reads a range twice
+ * (after a crash, or two instances at once) charges nothing twice.
+ */
+import type { Db, Queryable } from "../db/db.ts";
+import { type Billing, billOperation, reverseBilling } from "../ledger/ledger.ts";
+import type { ChainOperation } from "./scan.ts";
+
+export interface Recorded {
+  op: ChainOperation;
+  /** null when the operation had already been recorded. */
+  billing: Billing | null;
+  /** Wei the paymaster paid that no tank was charged for (0 when fully billed). */
+  unbilledWei: bigint;
+  reason: string | null;
+}
+
+export async function recordOperation(
+  db: Db,
+  chainId: number,
+  paymaster: string,
+  op: ChainOperation,
+): Promise<Recorded> {
+  return db.transaction(async (tx) => {
+    const inserted = await tx.query(
+      `INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
+         user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
+         billed, unbilled_reason)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, 'recording')
+       ON CONFLICT DO NOTHING RETURNING 1`,
+      [
+        chainId,
+        op.blockHash.toLowerCase(),
+        op.logIndex,
+        op.blockNumber.toString(),
+        op.txHash.toLowerCase(),
+        paymaster,
+        op.userOpHash.toLowerCase(),
+        op.sender.toLowerCase(),
+        op.authId?.toLowerCase() ?? null,
+        op.success,
+        op.prefundTooLow,
+        op.actualGasUsed.toString(),
+        op.actualGasCostWei.toString(),
+      ],
+    );
+    if (inserted.length === 0) return { op, billing: null, unbilledWei: 0n, reason: null };
+    const billing: Billing = op.authId
+      ? await billOperation(tx, {
+          authId: op.authId.toLowerCase(),
+          chainId,
+          paymaster,
+          outcome: op.success ? "success" : "reverted",
+          actualGasUsed: op.actualGasUsed,
+          actualGasCostWei: op.actualGasCostWei,
+          txHash: op.txHash.toLowerCase(),
+          userOpHash: op.userOpHash.toLowerCase(),
+        })
+      : { kind: "unbilled", projectId: null, reason: "no_authorization_log" };
+    const billedWei = billing.kind === "unbilled" ? 0n : billing.billedWei;
+    const unbilledWei = op.actualGasCostWei - billedWei;
+    const reason = billing.kind === "unbilled" ? billing.reason : billing.shortfall;
+    await tx.query(
+      `UPDATE chain_operations SET billed = $4, unbilled_reason = $5, project_id = $6
+       WHERE chain_id = $1 AND block_hash = $2 AND log_index = $3`,
+      [chainId, op.blockHash.toLowerCase(), op.logIndex, billedWei.toString(), reason, billing.projectId],
+    );
+    return { op, billing, unbilledWei, reason };
+  });
+}
+
+/**
+ * Compensates every operation recorded from blocks a reorganisation removed: their charges go
+ * back to the tanks through `reversal` entries and the rows are marked orphaned. Returns how many
+ * were compensated; safe to repeat (references are unique and orphaned rows are skipped).
+ */
+export async function orphanOperations(db: Db, chainId: number, blockHashes: string[]): Promise<number> {
+  if (blockHashes.length === 0) return 0;
+  const lowered = blockHashes.map((h) => h.toLowerCase());
+  const rows = await db.query<{ block_hash: string; log_index: number }>(
+    `SELECT block_hash, log_index FROM chain_operations
+     WHERE chain_id = $1 AND block_hash = ANY($2::text[]) AND orphaned_at IS NULL`,
+    [chainId, lowered],
+  );
+  let count = 0;
+  for (const r of rows) {
+    await db.transaction(async (tx) => {
+      const locked = await tx.query<{ auth_id: string | null; project_id: string | null; billed: string }>(
+        `UPDATE chain_operations SET orphaned_at = now()
+         WHERE chain_id = $1 AND block_hash = $2 AND log_index = $3 AND orphaned_at IS NULL
+         RETURNING auth_id, project_id, billed::text`,
+        [chainId, r.block_hash, r.log_index],
+      );
+      const op = locked[0];
+      if (!op) return;
+      count++;
+      if (op.auth_id && op.project_id && BigInt(op.billed) > 0n) {
+        await reverseBilling(tx, {
+          authId: op.auth_id,
+          projectId: op.project_id,
+          billedWei: BigInt(op.billed),
+          reference: `reorg:${chainId}:${r.block_hash}:${r.log_index}`,
+        });
+      }
+    });
+  }
+  return count;
+}
+
+export interface PaidTotals {
+  fromBlock: bigint | null;
+  throughBlock: bigint | null;
+  operations: number;
+  paidWei: bigint;
+  billedWei: bigint;
+  unattributedWei: bigint;
+  unattributedCount: number;
+}
+
+/** What the paymaster paid on chain and what tanks were charged, from a block on (orphans excluded). */
+export async function paidTotals(
+  db: Queryable,
+  chainId: number,
+  paymaster: string,
+  fromBlock: bigint | null,
+): Promise<PaidTotals> {
+  const rows = await db.query<{
+    n: number;
+    paid: string;
+    billed: string;
+    unbilled_n: number;
+    first_block: string | null;
+    last_block: string | null;
+  }>(
+    `SELECT count(*)::int AS n, COALESCE(sum(actual_gas_cost), 0)::text AS paid,
+       COALESCE(sum(billed), 0)::text AS billed,
+       count(*) FILTER (WHERE billed < actual_gas_cost)::int AS unbilled_n,
+       min(block_number)::text AS first_block, max(block_number)::text AS last_block
+     FROM chain_operations
+     WHERE chain_id = $1 AND paymaster = $2 AND orphaned_at IS NULL AND block_number >= $3`,
+    [chainId, paymaster, (fromBlock ?? 0n).toString()],
+  );
+  const r = rows[0]!;
+  const paidWei = BigInt(r.paid);
+  const billedWei = BigInt(r.billed);
+  return {
+    fromBlock: fromBlock ?? (r.first_block === null ? null : BigInt(r.first_block)),
+    throughBlock: r.last_block === null ? null : BigInt(r.last_block),
+    operations: r.n,
+    paidWei,
+    billedWei,
+    unattributedWei: paidWei - billedWei,
+    unattributedCount: r.unbilled_n,
+  };
+}
+
+export interface UnattributedOperation {
+  txHash: string;
+  userOpHash: string;
+  blockNumber: string;
+  authId: string | null;
+  projectId: string | null;
+  actualGasCost: string;
+  billed: string;
+  reason: string;
+}
+
+/** The most recent operations not (fully) charged to a tank, newest first. */
+export async function recentUnattributed(
+  db: Queryable,
+  chainId: number,
+  limit: number,
+): Promise<UnattributedOperation[]> {
+  const rows = await db.query<{
+    tx_hash: string;
+    user_op_hash: string;
+    block_number: string;
+    auth_id: string | null;
+    project_id: string | null;
+    actual_gas_cost: string;
+    billed: string;
+    unbilled_reason: string;
+  }>(
+    `SELECT tx_hash, user_op_hash, block_number::text, auth_id, project_id, actual_gas_cost::text,
+       billed::text, unbilled_reason
+     FROM chain_operations
+     WHERE chain_id = $1 AND unbilled_reason IS NOT NULL AND orphaned_at IS NULL
+     ORDER BY block_number DESC, log_index DESC LIMIT $2`,
+    [chainId, limit],
+  );
+  return rows.map((r) => ({
+    txHash: r.tx_hash,
+    userOpHash: r.user_op_hash,
+    blockNumber: r.block_number,
+    authId: r.auth_id,
+    projectId: r.project_id,
+    actualGasCost: r.actual_gas_cost,
+    billed: r.billed,
+    reason: r.unbilled_reason,
+  }));
+}

@@ -1,0 +1,153 @@
+/**
+ * The authorize use case: one request in, one outcome value out. The route (routes.ts) only maps
+ * HTTP to this and the outcome back to HTTP.
+ *
+ * Order: the pure quote (chain, fee ceilings, window), then signing, then one round trip to the
+ * database that replays an idempotent request or checks the allowlist, the tank and the daily cap
+ * and reserves (ledger/ledger.ts, migrations/004). The signature is made before that round trip
+ * because the stored response of an idempotent request must be the signed one; a refused
+ * request's signature never leaves the process.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { type Address, bytesToHex, type Hex } from "viem";
+import type { Config } from "../config.ts";
+import type { ReservationBatcher } from "../ledger/batcher.ts";
+import { type CallAuthorization, callSponsorshipDigest } from "../paymaster/digest.ts";
+import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
+import { encodeCallPaymasterAndData, PAYMASTER_DATA_OFFSET } from "../paymaster/layout.ts";
+import { quote } from "./policy.ts";
+import type { FeeCeilings } from "./pricing.ts";
+import type { Signer } from "./signer.ts";
+
+export interface AuthorizeRequest {
+  projectId: string;
+  apiKeyId: number | null;
+  user: string;
+  target: string;
+  selector: string;
+  estimatedGas: bigint;
+  chainId: number;
+  clientNonce: string | null;
+}
+
+export type AuthorizeOutcome =
+  | { kind: "authorized"; body: string; replayed: boolean }
+  | { kind: "refused"; status: 400 | 402 | 403 | 422 | 503; code: string; detail: string };
+
+export interface AuthorizeDeps {
+  config: Pick<Config, "chains" | "clockSkewSec">;
+  signer: Signer;
+  reservations: ReservationBatcher;
+  /** The fee ceilings for a chain now, or null without a fresh reading. */
+  feeCeilings(chainId: number): FeeCeilings | null;
+  projectTtlSec(projectId: string): Promise<number>;
+  now(): number;
+}
+
+export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Promise<AuthorizeOutcome> {
+  const nowMs = deps.now();
+  const q = quote({
+    chain: deps.config.chains.find((c) => c.chainId === req.chainId),
+    chainId: req.chainId,
+    estimatedGas: req.estimatedGas,
+    ttlSec: await deps.projectTtlSec(req.projectId),
+    nowMs,
+    clockSkewSec: deps.config.clockSkewSec,
+    fees: deps.feeCeilings(req.chainId),
+  });
+  if (q.kind === "denied") return { kind: "refused", status: q.status, code: q.code, detail: q.detail };
+
+  const sponsorship: CallAuthorization = {
+    sender: req.user.toLowerCase() as Address,
+    target: req.target.toLowerCase() as Address,
+    selector: req.selector.toLowerCase() as Hex,
+    maxTotalGas: q.maxTotalGas,
+    maxFeePerGasWei: q.maxFeePerGasWei,
+    maxPriorityFeePerGasWei: q.maxPriorityFeePerGasWei,
+    validUntilSec: q.validUntilSec,
+    validAfterSec: q.validAfterSec,
+    authId: bytesToHex(randomBytes(32)),
+  };
+  const domain = { chainId: req.chainId, paymaster: q.paymaster };
+  const signature = deps.signer.signDigest(callSponsorshipDigest(domain, PAYMASTER_GAS_LIMITS, sponsorship));
+  const paymasterAndData = encodeCallPaymasterAndData(domain, PAYMASTER_GAS_LIMITS, sponsorship, signature);
+  const body = responseBody(q, paymasterAndData, signature, sponsorship.authId);
+  const requestDigest = req.clientNonce ? digestOf(req) : null;
+
+  const outcome = await deps.reservations.reserve({
+    projectId: req.projectId,
+    clientNonce: req.clientNonce,
+    requestDigest,
+    authId: sponsorship.authId,
+    apiKeyId: req.apiKeyId,
+    chainId: req.chainId,
+    sender: sponsorship.sender,
+    target: sponsorship.target,
+    selector: sponsorship.selector,
+    estimatedGas: req.estimatedGas,
+    maxGasCostWei: q.maxGasCostWei,
+    maxFeePerGasWei: q.maxFeePerGasWei,
+    maxPriorityFeePerGasWei: q.maxPriorityFeePerGasWei,
+    paymaster: q.paymaster.toLowerCase(),
+    validAfterSec: q.validAfterSec,
+    validUntilSec: q.validUntilSec,
+    response: req.clientNonce ? body : null,
+    requestedAtMs: nowMs,
+  });
+  switch (outcome.kind) {
+    case "reserved":
+      return { kind: "authorized", body, replayed: false };
+    case "replay":
+      if (outcome.requestDigest !== requestDigest || outcome.response === null) {
+        return refused(422, "idempotency_key_reused", "this clientNonce was already used with a different request");
+      }
+      return { kind: "authorized", body: outcome.response, replayed: true };
+    case "not_allowlisted":
+      return refused(403, "not_allowlisted", "the target contract and selector are not allowlisted");
+    case "insufficient_balance":
+      return refused(402, "insufficient_balance", "the gas tank cannot cover maxGasCost");
+    case "daily_cap_exceeded":
+      return refused(402, "daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
+  }
+}
+
+function refused(status: 402 | 403 | 422, code: string, detail: string): AuthorizeOutcome {
+  return { kind: "refused", status, code, detail };
+}
+
+/**
+ * The 200 body, serialised by hand in a fixed order so that an idempotent replay is
+ * byte-identical. The first five fields are INTERFACE.md's; the rest is what a client must
+ * respect to build an operation the paymaster accepts.
+ */
+function responseBody(
+  q: Extract<ReturnType<typeof quote>, { kind: "quote" }>,
+  paymasterAndData: Hex,
+  signature: Hex,
+  authId: Hex,
+): string {
+  return JSON.stringify({
+    authorized: true,
+    paymasterAndData,
+    signature,
+    validUntil: q.validUntilSec,
+    validAfter: q.validAfterSec,
+    paymaster: q.paymaster,
+    paymasterData: `0x${paymasterAndData.slice(2 + PAYMASTER_DATA_OFFSET * 2)}`,
+    paymasterVerificationGasLimit: PAYMASTER_GAS_LIMITS.verificationGasLimit.toString(),
+    paymasterPostOpGasLimit: PAYMASTER_GAS_LIMITS.postOpGasLimit.toString(),
+    maxGasCost: q.maxGasCostWei.toString(),
+    authorizationId: authId,
+    maxTotalGas: q.maxTotalGas.toString(),
+    maxFeePerGas: q.maxFeePerGasWei.toString(),
+    maxPriorityFeePerGas: q.maxPriorityFeePerGasWei.toString(),
+  });
+}
+
+/** What makes two requests with the same clientNonce the same request. */
+function digestOf(req: AuthorizeRequest): string {
+  const parts = [req.projectId, req.user, req.target, req.selector, req.estimatedGas, req.chainId];
+  return createHash("sha256")
+    .update(parts.map((p) => String(p).toLowerCase()).join("|"))
+    .digest("hex");
+}
