@@ -7,9 +7,10 @@ import type { Address, Hex, LocalAccount } from "viem";
 import { encodeFunctionData } from "viem";
 import type { PackedUserOperation } from "viem/account-abstraction";
 import { createChainClient } from "../../src/chains/rpc.ts";
+import { PAYMASTER_GAS_LIMITS } from "../../src/paymaster/gas.ts";
 import type { TestApp } from "./app.ts";
 import { DEVNET_CHAIN_ID, type DevChain } from "./chain/anvil.ts";
-import { type DevnetStack, gameItemsAbi, SPONSOR_PAYMASTER_GAS_LIMITS } from "./chain/devnet.ts";
+import { type DevnetStack, gameItemsAbi } from "./chain/devnet.ts";
 import {
   accountInitCode,
   buildUserOp,
@@ -27,17 +28,14 @@ export const failCall = encodeFunctionData({ abi: gameItemsAbi, functionName: "f
 export const MINT_SELECTOR = mintCall.slice(0, 10) as Hex;
 export const FAIL_SELECTOR = failCall.slice(0, 10) as Hex;
 
-/** The fee cap the tests configure: the same as devnetUserOpGas.maxFeePerGas, so maxCost fits. */
-export const TEST_MAX_FEE_PER_GAS_WEI = devnetUserOpGas.maxFeePerGas;
-
 /** Every gas limit of an operation, paymaster's included: what estimatedGas must cover. */
 export function totalGas(gas: UserOpGas = devnetUserOpGas): bigint {
   return (
     gas.verificationGasLimit +
     gas.callGasLimit +
     gas.preVerificationGas +
-    SPONSOR_PAYMASTER_GAS_LIMITS.verificationGasLimit +
-    SPONSOR_PAYMASTER_GAS_LIMITS.postOpGasLimit
+    PAYMASTER_GAS_LIMITS.verificationGasLimit +
+    PAYMASTER_GAS_LIMITS.postOpGasLimit
   );
 }
 
@@ -81,6 +79,18 @@ export interface Authorization {
   validAfter: number;
   maxGasCost: string;
   authorizationId: Hex;
+  maxTotalGas: string;
+  maxFeePerGas: string;
+  maxPriorityFeePerGas: string;
+}
+
+/** Account gas limits with the fees set to an authorization's ceilings (the most it allows). */
+export function gasFor(auth: Authorization, limits: UserOpGas = devnetUserOpGas): UserOpGas {
+  return {
+    ...limits,
+    maxFeePerGas: BigInt(auth.maxFeePerGas),
+    maxPriorityFeePerGas: BigInt(auth.maxPriorityFeePerGas),
+  };
 }
 
 export async function authorize(
