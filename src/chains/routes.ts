@@ -10,7 +10,9 @@ const Chain = Type.Object(
     entryPoint: Type.String(),
     paymaster: Type.Union([Type.String(), Type.Null()]),
     confirmations: Type.Integer(),
-    maxFeePerGasWei: Type.String({ description: "Fee cap used to price reservations (maxGasCost)" }),
+    maxFeePerGasWei: Type.String({
+      description: "Ceiling of the fee oracle: no authorization allows a higher maxFeePerGas",
+    }),
     active: Type.Boolean(),
   },
   { $id: "Chain" },
