@@ -1,5 +1,6 @@
 /**
- * Credits native-token transfers to funding addresses, at the chain's confirmation depth.
+ * Credits native-token transfers to funding addresses, at the chain's confirmation depth, and
+ * takes credits back when a reorganisation deeper than that depth removes their blocks.
  *
  * Every confirmed block after the cursor is read with `debug_traceBlockByNumber` and the
  * `callTracer`, which shows value moved by contracts (internal transfers, SELFDESTRUCT payouts)
@@ -7,22 +8,61 @@
  * method gets a fallback: the block's transactions whose own value went to a funding address and
  * whose receipt succeeded. Transfers made by contracts are then missed, and readiness says so.
  *
- * Each transfer is credited under the reference `<chainId>:<txHash>:<frame path>` (see
- * transfers.ts), and the ledger applies a reference at most once. The cursor moves only after a
- * range has been credited; a restart in between reads the range again and credits nothing twice.
- * Like the settlement watcher it never reads above `confirmations` below the head: reorgs
- * shallower than that are harmless, deeper ones are not undone.
+ * Each credit is recorded with its block (`chain_deposits`, store.ts) in the transaction that
+ * credits it, and that block's hash is remembered (chains/applied-blocks.ts, whose contract this
+ * watcher follows); the hashes of every block of a range, checked to form one chain, are
+ * remembered with the cursor. A transfer's first credit has the reference `<chainId>:<txHash>:<frame path>`
+ * (see transfers.ts), and a transfer has at most one live credit, so re-reading a block never
+ * credits it twice. The cursor moves only after a range has been credited; a restart in between
+ * reads the range again and credits nothing twice.
+ *
+ * Reorganisations: each tick first compares the remembered blocks with the chain. When blocks were
+ * replaced, every credit from them is taken back by a `reversal` entry
+ * (`reorg:<credit reference>:<orphaned block hash>`), one transaction each, never below an empty
+ * tank: what the tank had already spent is recorded as a shortfall (a debt) with the
+ * reorganisation and logged at error level. The cursor then returns to the fork block, so the new
+ * blocks are read, and a transfer the new chain includes again is credited again under a new
+ * reference (`…:<inclusion>:<block hash>`): net, it is credited once.
  */
 
 import { BaseError, type Hex, MethodNotFoundRpcError, MethodNotSupportedRpcError, toHex } from "viem";
+import {
+  type AppliedBlock,
+  applyEffects,
+  assertLinked,
+  type BlockHeader,
+  type ChainReorg,
+  findReorg,
+  markReconciled,
+  openReorg,
+  recordReorg,
+  rememberedHash,
+  reorgEpoch,
+  StaleRangeError,
+  type WatcherScope,
+} from "../chains/applied-blocks.ts";
 import { advanceCursor, readCursor } from "../chains/cursors.ts";
 import { silentLog, type WatcherLog } from "../chains/poll-loop.ts";
 import { type ChainClient, confirmedHead } from "../chains/rpc.ts";
 import { earliestFundingSec, nextBlockRange } from "../chains/start-block.ts";
 import type { Db } from "../db/db.ts";
-import { creditDeposit } from "../ledger/ledger.ts";
-import { depositReference } from "./store.ts";
-import { type CallFrame, topLevelTransfer, type ValueTransfer, valueTransfers } from "./transfers.ts";
+import { creditDeposit, reverseCredit } from "../ledger/ledger.ts";
+import {
+  depositReference,
+  type LiveDeposit,
+  liveDepositsIn,
+  lockLiveDeposit,
+  markDepositOrphaned,
+  orphanedDepositTotals,
+  recordChainDeposit,
+} from "./store.ts";
+import {
+  type CallFrame,
+  reversalReference,
+  topLevelTransfer,
+  type ValueTransfer,
+  valueTransfers,
+} from "./transfers.ts";
 
 export const DEPOSIT_WATCHER = "deposits";
 
@@ -42,6 +82,8 @@ export interface DepositWatcherOptions {
   concurrency?: number;
   /** "off" skips call tracing and only reads the transactions' own value. */
   tracing?: "auto" | "off";
+  /** How far below its newest remembered block the watcher keeps block hashes (applied-blocks.ts). */
+  retainBlocks?: bigint;
   log?: WatcherLog;
 }
 
@@ -53,6 +95,8 @@ export interface Deposit {
   position: string;
   amountWei: bigint;
   blockNumber: bigint;
+  blockHash: Hex;
+  /** The transfer's name, and the reference of its first credit (a later one extends it). */
   reference: string;
 }
 
@@ -60,12 +104,28 @@ export interface DepositScan {
   fromBlock: bigint;
   toBlock: bigint;
   deposits: Deposit[];
+  /** Every block read, in order, remembered with the cursor (none when no funding address exists). */
+  blocks: AppliedBlock[];
+  /** The reorganisation epoch when the range was read (applied-blocks.ts). */
+  epoch: bigint;
+}
+
+/** What reconciling a reorganisation did, in a tick's report. */
+export interface DepositReorgReport {
+  reorgId: number;
+  forkBlock: bigint;
+  depth: bigint;
+  reversed: number;
+  reversedWei: bigint;
+  shortfallWei: bigint;
 }
 
 export interface DepositTickReport {
   confirmedHead: bigint | null;
   processedThrough: bigint | null;
   credited: number;
+  /** The reorganisation reconciled at the start of this tick, if any. */
+  reorg: DepositReorgReport | null;
 }
 
 export interface DepositWatcher {
@@ -76,8 +136,18 @@ export interface DepositWatcher {
   // The steps of a tick, for tests that stop between them (a crash after crediting).
   nextRange(confirmedHead: bigint): Promise<{ fromBlock: bigint; toBlock: bigint } | null>;
   scan(fromBlock: bigint, toBlock: bigint): Promise<DepositScan>;
-  apply(deposits: Deposit[]): Promise<number>;
-  commit(range: { toBlock: bigint }): Promise<void>;
+  /** Credits deposits read under `epoch` (default: the current one). */
+  apply(deposits: Deposit[], epoch?: bigint): Promise<number>;
+  commit(scan: Pick<DepositScan, "toBlock" | "blocks" | "epoch">): Promise<void>;
+  // The steps of reconciling a reorganisation, for tests that stop between them.
+  /** The open reorganisation (recorded earlier, or found on chain now and recorded). */
+  detectReorg(latestBlock?: bigint): Promise<ChainReorg | null>;
+  /** Live credits from the reorganisation's orphaned blocks. */
+  orphanedCredits(reorg: ChainReorg): Promise<LiveDeposit[]>;
+  /** Takes the credits back; returns how many were taken back by this call. */
+  compensate(reorg: ChainReorg, credits: LiveDeposit[]): Promise<number>;
+  /** Stores the summary, forgets the orphaned blocks and moves the cursor back to the fork. */
+  finishReorg(reorg: ChainReorg): Promise<DepositReorgReport>;
 }
 
 export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
@@ -85,6 +155,13 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
   const log = options.log ?? silentLog;
   const maxBlocks = BigInt(options.maxBlocksPerTick ?? 100);
   const reader = blockReader(options, log);
+  const scope = (epoch: bigint): WatcherScope => ({
+    chainId,
+    watcher: DEPOSIT_WATCHER,
+    epoch,
+    retainBlocks: options.retainBlocks,
+  });
+  const currentEpoch = () => reorgEpoch(db, chainId, DEPOSIT_WATCHER);
 
   const watcher: DepositWatcher = {
     name: DEPOSIT_WATCHER,
@@ -104,24 +181,49 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
       }),
 
     async scan(fromBlock, toBlock) {
+      // Taken first: whatever is recorded or reconciled after this makes the range stale.
+      const epoch = await currentEpoch();
       const accounts = await fundingAddresses(db, chainId);
-      if (accounts.size === 0) return { fromBlock, toBlock, deposits: [] };
+      if (accounts.size === 0) return { fromBlock, toBlock, deposits: [], blocks: [], epoch };
       const concurrency = options.concurrency ?? 4;
-      const found = await reader.transfers(fromBlock, toBlock, concurrency, (to) => accounts.has(to));
-      return { fromBlock, toBlock, deposits: found.map((f) => toDeposit(chainId, accounts, f)) };
+      const read = await reader.transfers(fromBlock, toBlock, concurrency, (to) => accounts.has(to));
+      const previous =
+        fromBlock > 0n ? await rememberedHash(db, chainId, DEPOSIT_WATCHER, fromBlock - 1n) : null;
+      assertLinked(read.headers, previous);
+      return {
+        fromBlock,
+        toBlock,
+        deposits: read.transfers.map((f) => toDeposit(chainId, accounts, f)),
+        blocks: read.headers.map((h) => ({ number: h.number, hash: h.hash })),
+        epoch,
+      };
     },
 
-    apply: (deposits) => creditDeposits(db, log, chainId, deposits),
+    apply: async (deposits, epoch) =>
+      creditDeposits(db, log, scope(epoch ?? (await currentEpoch())), deposits),
 
-    commit: (range) => advanceCursor(db, chainId, DEPOSIT_WATCHER, range.toBlock + 1n),
+    commit: (range) =>
+      applyEffects(db, scope(range.epoch), range.blocks, (tx) =>
+        advanceCursor(tx, chainId, DEPOSIT_WATCHER, range.toBlock + 1n),
+      ),
+
+    ...reconciler(db, client, chainId, log),
 
     async tick() {
-      const head = confirmedHead(await client.getBlockNumber(), options.confirmations);
+      const latest = await client.getBlockNumber();
+      // A reorganisation is settled before anything new is read: the cursor may have to move back.
+      const reorg = await watcher.detectReorg(latest);
+      let reorgReport: DepositReorgReport | null = null;
+      if (reorg) {
+        await watcher.compensate(reorg, await watcher.orphanedCredits(reorg));
+        reorgReport = await watcher.finishReorg(reorg);
+      }
+      const head = confirmedHead(latest, options.confirmations);
       let credited = 0;
       const range = head === null ? null : await watcher.nextRange(head);
       if (range) {
         const scanned = await watcher.scan(range.fromBlock, range.toBlock);
-        credited = await watcher.apply(scanned.deposits);
+        credited = await watcher.apply(scanned.deposits, scanned.epoch);
         await watcher.commit(scanned);
       }
       const cursor = await readCursor(db, chainId, DEPOSIT_WATCHER);
@@ -129,14 +231,63 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
         confirmedHead: head,
         processedThrough: cursor !== null && cursor > 0n ? cursor - 1n : null,
         credited,
+        reorg: reorgReport,
       };
     },
   };
   return watcher;
 }
 
+/** The steps of reconciling a reorganisation (contract point 1 in chains/applied-blocks.ts). */
+function reconciler(
+  db: Db,
+  client: ChainClient,
+  chainId: number,
+  log: WatcherLog,
+): Pick<DepositWatcher, "detectReorg" | "orphanedCredits" | "compensate" | "finishReorg"> {
+  return {
+    async detectReorg(latestBlock) {
+      const open = await openReorg(db, chainId, DEPOSIT_WATCHER);
+      if (open) return open;
+      const found = await findReorg(db, client, chainId, DEPOSIT_WATCHER, { latestBlock });
+      return found ? recordReorg(db, chainId, DEPOSIT_WATCHER, found, log) : null;
+    },
+
+    orphanedCredits: (reorg) =>
+      liveDepositsIn(
+        db,
+        chainId,
+        reorg.orphaned.map((b) => b.hash),
+      ),
+
+    async compensate(reorg, credits) {
+      let reversed = 0;
+      for (const credit of credits) if (await takeBack(db, log, chainId, reorg, credit)) reversed++;
+      return reversed;
+    },
+
+    async finishReorg(reorg) {
+      const totals = await orphanedDepositTotals(db, reorg.id);
+      const summary = {
+        compensations: totals.compensations,
+        compensatedWei: totals.reversedWei,
+        shortfalls: totals.shortfalls,
+      };
+      await markReconciled(db, reorg, summary, log);
+      return {
+        reorgId: reorg.id,
+        forkBlock: reorg.forkBlock,
+        depth: reorg.depth,
+        reversed: totals.compensations,
+        reversedWei: totals.reversedWei,
+        shortfallWei: totals.shortfalls.reduce((sum, s) => sum + s.shortfallWei, 0n),
+      };
+    },
+  };
+}
+
 function toDeposit(chainId: number, accounts: Map<string, string>, found: LocatedTransfer): Deposit {
-  const { blockNumber, txHash, transfer } = found;
+  const { blockNumber, blockHash, txHash, transfer } = found;
   return {
     projectId: accounts.get(transfer.to)!,
     address: transfer.to,
@@ -144,25 +295,91 @@ function toDeposit(chainId: number, accounts: Map<string, string>, found: Locate
     position: transfer.position,
     amountWei: transfer.valueWei,
     blockNumber,
+    blockHash,
     reference: depositReference(chainId, txHash, transfer.position),
   };
 }
 
-/** Credits each deposit whose reference is new; returns how many were. */
+/**
+ * Credits each deposit that has no live credit yet, each in one transaction with its record and
+ * its block's hash; returns how many were credited.
+ */
 async function creditDeposits(
   db: Db,
   log: WatcherLog,
-  chainId: number,
+  scope: WatcherScope,
   deposits: Deposit[],
 ): Promise<number> {
+  const { chainId } = scope;
   let credited = 0;
   for (const d of deposits) {
-    const { projectId, reference, amountWei } = d;
-    if (!(await creditDeposit(db, { projectId, reference, amountWei }))) continue;
+    const block = { number: d.blockNumber, hash: d.blockHash };
+    const outcome = await applyEffects(db, scope, [block], async (tx) => {
+      const recorded = await recordChainDeposit(tx, { chainId, ...d });
+      if (recorded.kind === "known") return recorded;
+      const { projectId, amountWei } = d;
+      // False only for a transfer credited before credits were recorded by block: it stays credited.
+      const fresh = await creditDeposit(db, { projectId, reference: recorded.reference, amountWei }, tx);
+      return { ...recorded, fresh };
+    });
+    if (outcome.kind === "known") {
+      if (outcome.blockHash !== null && outcome.blockHash !== d.blockHash.toLowerCase())
+        log.error(
+          { chainId, reference: d.reference, creditedFrom: outcome.blockHash, nowIn: d.blockHash },
+          "a credited transfer is now in another block, and no reorganisation was noticed: it stays credited once",
+        );
+      continue;
+    }
+    if (!outcome.fresh) continue;
     credited++;
-    log.info({ chainId, projectId, reference, amountWei: amountWei.toString() }, "deposit credited");
+    log.info(
+      { chainId, projectId: d.projectId, reference: outcome.reference, amountWei: d.amountWei.toString() },
+      "deposit credited",
+    );
   }
   return credited;
+}
+
+/**
+ * Takes back one credit from an orphaned block, in one transaction: the reversal entry (capped at
+ * what the tank holds), then the record marked orphaned. True when this call did it.
+ */
+async function takeBack(
+  db: Db,
+  log: WatcherLog,
+  chainId: number,
+  reorg: ChainReorg,
+  credit: LiveDeposit,
+): Promise<boolean> {
+  const outcome = await db.transaction(async (tx) => {
+    const locked = await lockLiveDeposit(tx, chainId, credit);
+    if (!locked) return null;
+    const reversal = await reverseCredit(tx, {
+      projectId: locked.projectId,
+      reference: reversalReference(locked.reference, locked.blockHash),
+      amountWei: locked.amountWei,
+    });
+    await markDepositOrphaned(tx, chainId, locked, reorg.id, reversal.reversedWei);
+    return reversal;
+  });
+  if (!outcome) return false;
+  const fields = {
+    chainId,
+    watcher: DEPOSIT_WATCHER,
+    reorgId: reorg.id,
+    projectId: credit.projectId,
+    reference: credit.reference,
+    orphanedBlock: credit.blockHash,
+    creditedWei: credit.amountWei.toString(),
+    reversedWei: outcome.reversedWei.toString(),
+  };
+  if (outcome.shortfallWei > 0n)
+    log.error(
+      { ...fields, shortfallWei: outcome.shortfallWei.toString() },
+      "deposit from an orphaned block only partly taken back: the tank had spent it, the rest is a debt",
+    );
+  else log.warn(fields, "deposit from an orphaned block taken back");
+  return true;
 }
 
 /** Funding address (lower-case) → project, for one chain. */
@@ -176,8 +393,14 @@ async function fundingAddresses(db: Db, chainId: number): Promise<Map<string, st
 
 interface LocatedTransfer {
   blockNumber: bigint;
+  blockHash: Hex;
   txHash: Hex;
   transfer: ValueTransfer;
+}
+
+interface ReadBlock {
+  header: BlockHeader;
+  transfers: LocatedTransfer[];
 }
 
 type RawRequest = (args: { method: string; params: unknown[] }) => Promise<unknown>;
@@ -187,8 +410,16 @@ function blockReader(options: DepositWatcherOptions, log: WatcherLog) {
   const { client } = options;
   let mode: TracingMode = options.tracing === "off" ? "top-level" : "unknown";
 
-  async function readBlock(blockNumber: bigint, wanted: (to: string) => boolean): Promise<LocatedTransfer[]> {
+  async function readBlock(blockNumber: bigint, wanted: (to: string) => boolean): Promise<ReadBlock> {
     const block = await client.getBlock({ blockNumber, includeTransactions: true });
+    if (!block.hash) throw new Error(`block ${blockNumber} has no hash yet`);
+    const header = { number: blockNumber, hash: block.hash, parentHash: block.parentHash };
+    const at = (txHash: Hex, transfer: ValueTransfer) => ({
+      blockNumber,
+      blockHash: block.hash!,
+      txHash,
+      transfer,
+    });
     const traces = mode === "top-level" ? null : await traceBlock(client, blockNumber);
     if (traces === "unsupported") {
       if (mode !== "top-level")
@@ -203,43 +434,56 @@ function blockReader(options: DepositWatcherOptions, log: WatcherLog) {
         throw new Error(
           `block ${blockNumber}: ${traces.length} traces for ${block.transactions.length} transactions`,
         );
-      return traces.flatMap((t, i) => {
+      const transfers = traces.flatMap((t, i) => {
         // A node that could not trace one transaction must not make its deposits vanish.
         if (!t.result) throw new Error(`block ${blockNumber}: transaction ${i} has no trace`);
-        const txHash = t.txHash ?? block.transactions[i]!.hash;
+        const txHash = block.transactions[i]!.hash;
+        // The trace is asked for by number: it must be of the block whose hash is remembered.
+        if (t.txHash && t.txHash.toLowerCase() !== txHash.toLowerCase())
+          throw new StaleRangeError(`block ${blockNumber} changed between its read and its trace`);
         return valueTransfers(t.result)
           .filter((transfer) => wanted(transfer.to))
-          .map((transfer) => ({ blockNumber, txHash, transfer }));
+          .map((transfer) => at(txHash, transfer));
       });
+      return { header, transfers };
     }
-    const found: LocatedTransfer[] = [];
+    const transfers: LocatedTransfer[] = [];
     for (const tx of block.transactions) {
       const transfer = topLevelTransfer(tx);
       if (!transfer || !wanted(transfer.to)) continue;
       // Without a trace, the receipt is the only sign that a transfer was not undone.
       const receipt = await client.getTransactionReceipt({ hash: tx.hash });
-      if (receipt.status === "success") found.push({ blockNumber, txHash: tx.hash, transfer });
+      if (receipt.blockHash.toLowerCase() !== block.hash.toLowerCase())
+        throw new StaleRangeError(`block ${blockNumber} changed between its read and a receipt`);
+      if (receipt.status === "success") transfers.push(at(tx.hash, transfer));
     }
-    return found;
+    return { header, transfers };
   }
 
   return {
     mode: () => mode,
-    /** Transfers to `wanted` recipients that took effect in blocks [from, to], in block order. */
+    /**
+     * Transfers to `wanted` recipients that took effect in blocks [from, to], in block order, and
+     * the headers of those blocks (to check that they form one chain).
+     */
     async transfers(
       fromBlock: bigint,
       toBlock: bigint,
       concurrency: number,
       wanted: (to: string) => boolean,
-    ): Promise<LocatedTransfer[]> {
-      const all: LocatedTransfer[] = [];
+    ): Promise<{ headers: BlockHeader[]; transfers: LocatedTransfer[] }> {
+      const headers: BlockHeader[] = [];
+      const transfers: LocatedTransfer[] = [];
       for (let start = fromBlock; start <= toBlock; start += BigInt(concurrency)) {
-        const batch: Promise<LocatedTransfer[]>[] = [];
+        const batch: Promise<ReadBlock>[] = [];
         for (let n = start; n <= toBlock && n < start + BigInt(concurrency); n++)
           batch.push(readBlock(n, wanted));
-        for (const found of await Promise.all(batch)) all.push(...found);
+        for (const read of await Promise.all(batch)) {
+          headers.push(read.header);
+          transfers.push(...read.transfers);
+        }
       }
-      return all;
+      return { headers, transfers };
     },
   };
 }

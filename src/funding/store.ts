@@ -1,5 +1,6 @@
 import type { Queryable } from "../db/db.ts";
 import type { DepositDeriver } from "./derivation.ts";
+import { creditReference } from "./transfers.ts";
 
 export interface FundingAccount {
   project_id: string;
@@ -14,10 +15,14 @@ export function depositReference(chainId: number, txHash: string, position: stri
   return `${chainId}:${txHash.toLowerCase()}:${position}`;
 }
 
+// Credited net of what reorganisations took back (chain_deposits.reversed).
 const SELECT = `SELECT f.project_id, f.chain_id, f.address, f.created_at,
-    COALESCE((SELECT sum(l.amount) FROM ledger_entries l
-              WHERE l.project_id = f.project_id AND l.kind = 'deposit'
-                AND l.reference LIKE f.chain_id || ':%'), 0)::text AS total_credited
+    (COALESCE((SELECT sum(l.amount) FROM ledger_entries l
+               WHERE l.project_id = f.project_id AND l.kind = 'deposit'
+                 AND l.reference LIKE f.chain_id || ':%'), 0)
+     - COALESCE((SELECT sum(d.reversed) FROM chain_deposits d
+                 WHERE d.project_id = f.project_id AND d.chain_id = f.chain_id AND d.orphaned_at IS NOT NULL), 0)
+    )::text AS total_credited
   FROM funding_accounts f`;
 
 export async function listFundingAccounts(db: Queryable, projectId: string): Promise<FundingAccount[]> {
@@ -81,4 +86,164 @@ interface Row {
 
 function toAccount(r: Row): FundingAccount {
   return { ...r, created_at: r.created_at.toISOString() };
+}
+
+// Credits by block (chain_deposits): which block each credit came from, so that a reorganisation
+// that replaces the block can take the credit back (see deposit-watcher.ts). Written only here.
+
+export interface ChainDeposit {
+  chainId: number;
+  txHash: string;
+  /** The transfer's frame path in its transaction's call tree. */
+  position: string;
+  blockNumber: bigint;
+  blockHash: string;
+  projectId: string;
+  address: string;
+  amountWei: bigint;
+}
+
+export type RecordedDeposit =
+  /** A new crediting of the transfer: credit it under `reference`. */
+  | { kind: "new"; reference: string; inclusion: number }
+  /** The transfer already has a live credit, from `blockHash` (null when another instance raced us). */
+  | { kind: "known"; blockHash: string | null };
+
+/**
+ * Records a transfer read from a block, unless it already has a live (not orphaned) credit. The
+ * first crediting of a transfer keeps the reference `<chainId>:<txHash>:<position>`, so every
+ * reference written before blocks were tracked stays valid (and a pre-existing credit under it is
+ * recognised by the ledger); a crediting after a reorganisation took the earlier one back gets
+ * its inclusion number and block hash appended (see creditReference in transfers.ts).
+ */
+export async function recordChainDeposit(tx: Queryable, d: ChainDeposit): Promise<RecordedDeposit> {
+  const key = [d.chainId, d.txHash.toLowerCase(), d.position];
+  const counted = await tx.query<{ n: number; live: string | null }>(
+    `SELECT count(*)::int AS n, max(block_hash) FILTER (WHERE orphaned_at IS NULL) AS live
+     FROM chain_deposits WHERE chain_id = $1 AND tx_hash = $2 AND frame_path = $3`,
+    key,
+  );
+  const { n: inclusion, live } = counted[0]!;
+  if (live !== null) return { kind: "known", blockHash: live };
+  const blockHash = d.blockHash.toLowerCase();
+  const reference = creditReference(depositReference(d.chainId, d.txHash, d.position), inclusion, blockHash);
+  const inserted = await tx.query(
+    `INSERT INTO chain_deposits (chain_id, tx_hash, frame_path, inclusion, block_number, block_hash,
+       project_id, address, amount, reference)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING RETURNING inclusion`,
+    [
+      ...key,
+      inclusion,
+      d.blockNumber.toString(),
+      blockHash,
+      d.projectId,
+      d.address,
+      d.amountWei.toString(),
+      reference,
+    ],
+  );
+  return inserted.length > 0 ? { kind: "new", reference, inclusion } : { kind: "known", blockHash: null };
+}
+
+export interface LiveDeposit {
+  txHash: string;
+  position: string;
+  inclusion: number;
+  blockHash: string;
+  projectId: string;
+  amountWei: bigint;
+  reference: string;
+}
+
+interface LiveRow {
+  tx_hash: string;
+  frame_path: string;
+  inclusion: number;
+  block_hash: string;
+  project_id: string;
+  amount: string;
+  reference: string;
+}
+
+const LIVE_COLUMNS = "tx_hash, frame_path, inclusion, block_hash, project_id, amount::text, reference";
+
+function toLive(r: LiveRow): LiveDeposit {
+  return {
+    txHash: r.tx_hash,
+    position: r.frame_path,
+    inclusion: r.inclusion,
+    blockHash: r.block_hash,
+    projectId: r.project_id,
+    amountWei: BigInt(r.amount),
+    reference: r.reference,
+  };
+}
+
+/** Live credits that came from the given blocks, in the order they were credited. */
+export async function liveDepositsIn(
+  q: Queryable,
+  chainId: number,
+  blockHashes: string[],
+): Promise<LiveDeposit[]> {
+  if (blockHashes.length === 0) return [];
+  const rows = await q.query<LiveRow>(
+    `SELECT ${LIVE_COLUMNS} FROM chain_deposits
+     WHERE chain_id = $1 AND block_hash = ANY($2::text[]) AND orphaned_at IS NULL
+     ORDER BY created_at, tx_hash, frame_path`,
+    [chainId, blockHashes.map((h) => h.toLowerCase())],
+  );
+  return rows.map(toLive);
+}
+
+/** Locks a credit for orphaning; null when it is already orphaned. */
+export async function lockLiveDeposit(
+  tx: Queryable,
+  chainId: number,
+  d: LiveDeposit,
+): Promise<LiveDeposit | null> {
+  const rows = await tx.query<LiveRow>(
+    `SELECT ${LIVE_COLUMNS} FROM chain_deposits
+     WHERE chain_id = $1 AND tx_hash = $2 AND frame_path = $3 AND inclusion = $4 AND orphaned_at IS NULL
+     FOR UPDATE`,
+    [chainId, d.txHash, d.position, d.inclusion],
+  );
+  return rows[0] ? toLive(rows[0]) : null;
+}
+
+/** Marks a locked credit as taken back by reorganisation `reorgId`, which reversed `reversedWei` of it. */
+export async function markDepositOrphaned(
+  tx: Queryable,
+  chainId: number,
+  d: LiveDeposit,
+  reorgId: number,
+  reversedWei: bigint,
+): Promise<void> {
+  await tx.query(
+    `UPDATE chain_deposits SET orphaned_at = now(), reorg_id = $5, reversed = $6
+     WHERE chain_id = $1 AND tx_hash = $2 AND frame_path = $3 AND inclusion = $4 AND orphaned_at IS NULL`,
+    [chainId, d.txHash, d.position, d.inclusion, reorgId, reversedWei.toString()],
+  );
+}
+
+/** What reorganisation `reorgId` took back from deposits, and what it could not (per project). */
+export async function orphanedDepositTotals(
+  q: Queryable,
+  reorgId: number,
+): Promise<{
+  compensations: number;
+  reversedWei: bigint;
+  shortfalls: { projectId: string; shortfallWei: bigint }[];
+}> {
+  const rows = await q.query<{ project_id: string; n: number; reversed: string; shortfall: string }>(
+    `SELECT project_id, count(*)::int AS n, sum(reversed)::text AS reversed, sum(amount - reversed)::text AS shortfall
+     FROM chain_deposits WHERE reorg_id = $1 GROUP BY project_id ORDER BY project_id`,
+    [reorgId],
+  );
+  return {
+    compensations: rows.reduce((sum, r) => sum + r.n, 0),
+    reversedWei: rows.reduce((sum, r) => sum + BigInt(r.reversed), 0n),
+    shortfalls: rows
+      .filter((r) => BigInt(r.shortfall) > 0n)
+      .map((r) => ({ projectId: r.project_id, shortfallWei: BigInt(r.shortfall) })),
+  };
 }

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { type CallFrame, topLevelTransfer, valueTransfers } from "./transfers.ts";
+import {
+  type CallFrame,
+  creditReference,
+  reversalReference,
+  topLevelTransfer,
+  valueTransfers,
+} from "./transfers.ts";
 
 const A = "0x00000000000000000000000000000000000000aa";
 const B = "0x00000000000000000000000000000000000000bb";
@@ -57,5 +63,29 @@ describe("valueTransfers", () => {
     assert.deepEqual(traced, [topLevelTransfer({ to: A, value: 10n })]);
     assert.equal(topLevelTransfer({ to: null, value: 10n }), null);
     assert.equal(topLevelTransfer({ to: A, value: 0n }), null);
+  });
+});
+
+describe("credit and reversal references", () => {
+  const first = "14601:0xabc:0.1";
+  const blockA = `0x${"aa".repeat(32)}`;
+  const blockB = `0x${"BB".repeat(32)}`;
+
+  it("keeps the first credit's reference as it always was", () => {
+    assert.equal(creditReference(first, 0, blockA), first);
+  });
+
+  it("gives every later crediting its own reference, even back in a block the chain had left", () => {
+    const refs = [
+      creditReference(first, 0, blockA),
+      creditReference(first, 1, blockB),
+      creditReference(first, 2, blockA),
+    ];
+    assert.equal(new Set(refs).size, 3);
+    assert.equal(refs[1], `${first}:1:${blockB.toLowerCase()}`);
+  });
+
+  it("names a reversal by the credit it takes back and the orphaned block", () => {
+    assert.equal(reversalReference(first, blockA), `reorg:${first}:${blockA}`);
   });
 });

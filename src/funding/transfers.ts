@@ -59,3 +59,22 @@ export function topLevelTransfer(tx: { to: string | null; value: bigint }): Valu
   if (!tx.to || tx.value <= 0n) return null;
   return { to: tx.to.toLowerCase(), valueWei: tx.value, position: TOP_LEVEL_POSITION };
 }
+
+/**
+ * The ledger reference of one crediting of a transfer. A transfer is named by `first`
+ * (`<chainId>:<txHash>:<position>`, see store.ts). Its first crediting uses that name as it is,
+ * so references written before reorganisations were handled keep their meaning. If a
+ * reorganisation takes the credit back and the chain includes the transfer again, that crediting
+ * is number `inclusion` (1, 2, …) and gets `:<inclusion>:<blockHash>` appended: the number keeps
+ * it unique even when the chain returns to a block it had left, the hash says where it came from.
+ */
+export function creditReference(first: string, inclusion: number, blockHash: string): string {
+  if (inclusion === 0) return first;
+  if (!Number.isSafeInteger(inclusion) || inclusion < 0) throw new RangeError(`bad inclusion ${inclusion}`);
+  return `${first}:${inclusion}:${blockHash.toLowerCase()}`;
+}
+
+/** The reference of the `reversal` entry that takes back a credit made from an orphaned block. */
+export function reversalReference(creditReference: string, orphanedBlockHash: string): string {
+  return `reorg:${creditReference}:${orphanedBlockHash.toLowerCase()}`;
+}
