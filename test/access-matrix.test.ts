@@ -34,7 +34,8 @@ let memberId = 0;
 let counter = 0;
 
 before(async () => {
-  t = await startTestApp();
+  // The operator is deliberately no member of any organization: operators see the service, not tenants.
+  t = await startTestApp({ env: { OPERATOR_EMAILS: "nonmember@matrix.example" } });
   for (const who of ["owner", "admin", "developer", "viewer", "nonmember"] as const) {
     creds[who] = await t.token(`${who}@matrix.example`);
   }
@@ -124,6 +125,11 @@ const ROUTES: RouteCase[] = [
     name: "GET /blockchain/chains",
     request: () => ({ method: "GET", url: "/blockchain/chains" }),
     expect: PUBLIC,
+  },
+  {
+    name: "GET /blockchain/chains/:chainId/parity",
+    request: () => ({ method: "GET", url: "/blockchain/chains/14601/parity" }),
+    expect: row([403, 403, 403, 403, 200, 403, 403, 403, 401]),
   },
   {
     name: "GET /orgs",
