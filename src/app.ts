@@ -14,9 +14,9 @@ import { Problem } from "./http/problem.ts";
 import { validatorCompiler } from "./http/validation.ts";
 import { installAuthentication } from "./identity/authenticate.ts";
 import { parityRoutes } from "./ledger/routes.ts";
-import { settlementRoutes } from "./settlement/routes.ts";
 import { orgRoutes } from "./orgs/routes.ts";
 import { projectRoutes } from "./projects/routes.ts";
+import { settlementRoutes } from "./settlement/routes.ts";
 import { sponsorRoutes } from "./sponsor/routes.ts";
 
 export const BODY_LIMIT_BYTES = 64 * 1024;

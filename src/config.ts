@@ -172,8 +172,12 @@ function readOidc(env: Env, problems: string[]): OidcConfig | null {
 }
 
 function emailList(v: string): string[] {
-  const emails = v.split(",").map((e) => e.trim().toLowerCase()).filter((e) => e !== "");
-  for (const e of emails) if (!/^[^\s@]+@[^\s@]+$/.test(e)) throw new Error("must be a comma-separated list of emails");
+  const emails = v
+    .split(",")
+    .map((e) => e.trim().toLowerCase())
+    .filter((e) => e !== "");
+  for (const e of emails)
+    if (!/^[^\s@]+@[^\s@]+$/.test(e)) throw new Error("must be a comma-separated list of emails");
   return emails;
 }
 

@@ -145,13 +145,19 @@ describe("gas tank ledger laws", () => {
               );
               if (pending.includes(target)) {
                 // An open reservation: the tank keeps the actual cost, the rest comes back.
-                assert.deepEqual(billing.kind === "charged" && [billing.billedWei, billing.late], [actual, false]);
+                assert.deepEqual(billing.kind === "charged" && [billing.billedWei, billing.late], [
+                  actual,
+                  false,
+                ]);
                 model += target.cost - actual;
                 move(target, pending, settled);
               } else if (released.includes(target)) {
                 // Released, then seen on chain: charged late, never below zero.
                 const due = actual < model ? actual : model;
-                assert.deepEqual(billing.kind === "charged" && [billing.billedWei, billing.late], [due, true]);
+                assert.deepEqual(billing.kind === "charged" && [billing.billedWei, billing.late], [
+                  due,
+                  true,
+                ]);
                 model -= due;
                 move(target, released, settled);
               } else {
@@ -159,7 +165,11 @@ describe("gas tank ledger laws", () => {
               }
             } else {
               const applied = await release(t.db, target.authId);
-              assert.equal(applied, pending.includes(target), "release applies once, and only to open reservations");
+              assert.equal(
+                applied,
+                pending.includes(target),
+                "release applies once, and only to open reservations",
+              );
               if (applied) {
                 model += target.cost;
                 move(target, pending, released);

@@ -12,11 +12,12 @@ import type { ChainConfig, Config } from "../config.ts";
 import type { Db } from "../db/db.ts";
 import { type DepositWatcher, depositWatcher } from "../funding/deposit-watcher.ts";
 import type { ReadinessProbe } from "../health/routes.ts";
+import { paidTotals } from "../settlement/store.ts";
+import { type SettlementWatcher, settlementWatcher } from "../settlement/watcher.ts";
+import { reorgProbe } from "./applied-blocks.ts";
 import { readCursor, type WatcherName } from "./cursors.ts";
 import { type LoopState, type PollLoop, pollLoop, silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, confirmedHead, createChainClient } from "./rpc.ts";
-import { paidTotals } from "../settlement/store.ts";
-import { type SettlementWatcher, settlementWatcher } from "../settlement/watcher.ts";
 
 /** A watcher further behind the confirmed head than this is reported as degraded. */
 export const MAX_LAG_BLOCKS = 100n;
@@ -136,6 +137,7 @@ function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
     lagProbe("settlement", set.loops.settlement, () => null),
     lagProbe("deposits", set.loops.deposits, tracingNote),
     unattributedProbe,
+    reorgProbe(db, chainId),
   ];
 }
 

@@ -1,6 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { getAddress } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
+import { reorgTotals } from "../chains/applied-blocks.ts";
 import { readCursor } from "../chains/cursors.ts";
 import { type ChainClient, createChainClient } from "../chains/rpc.ts";
 import type { RoutePlugin } from "../context.ts";
@@ -47,7 +48,18 @@ const ChainParity = Type.Object(
     unattributed: Wei,
     unattributedCount: Type.Integer(),
     recentUnattributed: Type.Array(Unattributed),
-    inSync: Type.Boolean({ description: "Everything the paymaster paid was charged to a tank" }),
+    reorgs: Type.Object({
+      detected: Type.Integer({ description: "Reorganisations deeper than the confirmation depth, ever" }),
+      unreconciled: Type.Integer(),
+      shortfall: Type.String({
+        description: "Deposits a reorganisation removed after the tank had spent them (wei): a debt",
+      }),
+      lastDetectedAt: Type.Union([Timestamp, Type.Null()]),
+    }),
+    inSync: Type.Boolean({
+      description:
+        "Everything the paymaster paid was charged to a tank, and no reorganisation is open or left a debt",
+    }),
   },
   { $id: "ChainParityReport" },
 );
@@ -70,7 +82,8 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
       schema: {
         tags: ["chains"],
         security: bearer,
-        summary: "Chain parity for operators: what the paymaster paid on chain against what the tanks were charged",
+        summary:
+          "Chain parity for operators: what the paymaster paid on chain against what the tanks were charged",
         params: Type.Object({ chainId: Type.Integer({ minimum: 1 }) }, { additionalProperties: false }),
         querystring: Type.Object(
           { fromBlock: Type.Optional(Type.Integer({ minimum: 0, description: "Count from this block on" })) },
@@ -90,12 +103,13 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
       }
       const paymaster = chain.paymaster.toLowerCase();
       const fromBlock = request.query.fromBlock === undefined ? null : BigInt(request.query.fromBlock);
-      const [totals, promised, cursor, deposit, unattributed] = await Promise.all([
+      const [totals, promised, cursor, deposit, unattributed, reorgs] = await Promise.all([
         paidTotals(db, chain.chainId, paymaster, fromBlock),
         promisedWei(db, chain.chainId),
         readCursor(db, chain.chainId, SETTLEMENT_WATCHER),
         entryPointDeposit(clientFor(chain.chainId, chain.rpcUrl), chain.entryPoint, chain.paymaster),
         recentUnattributed(db, chain.chainId, 20),
+        reorgTotals(db, chain.chainId),
       ]);
       const promisedTotal = promised.tanksWei + promised.reservedWei;
       return {
@@ -116,14 +130,23 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
         unattributed: totals.unattributedWei.toString(),
         unattributedCount: totals.unattributedCount,
         recentUnattributed: unattributed,
-        inSync: totals.unattributedWei === 0n,
+        reorgs: {
+          detected: reorgs.detected,
+          unreconciled: reorgs.unreconciled,
+          shortfall: reorgs.shortfallWei.toString(),
+          lastDetectedAt: reorgs.lastDetectedAt,
+        },
+        inSync: totals.unattributedWei === 0n && reorgs.unreconciled === 0 && reorgs.shortfallWei === 0n,
       };
     },
   );
 };
 
 /** Every tank's balance plus the reservations still open on the chain: what the deposit backs. */
-async function promisedWei(db: Queryable, chainId: number): Promise<{ tanksWei: bigint; reservedWei: bigint }> {
+async function promisedWei(
+  db: Queryable,
+  chainId: number,
+): Promise<{ tanksWei: bigint; reservedWei: bigint }> {
   const rows = await db.query<{ tanks: string; reserved: string }>(
     `SELECT (SELECT COALESCE(sum(gas_tank_balance), 0) FROM projects)::text AS tanks,
        (SELECT COALESCE(sum(max_gas_cost), 0) FROM sponsorships

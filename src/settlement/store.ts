@@ -2,7 +2,8 @@
  * `chain_operations`: every operation our paymaster paid on chain, and what a gas tank was
  * charged for it. This module is the table's only writer.
  *
- * Recording an operation and charging its tank happen in one transaction, and the row's key is
+ * Recording an operation and charging its tank happen in one transaction (the caller's, which
+ * also remembers the operation's block for reorganisation checks), and the row's key is
  * the log's own identity (chain, block hash, log index), so a watcher that reads a range twice
  * (after a crash, or two instances at once) charges nothing twice.
  */
@@ -20,57 +21,69 @@ export interface Recorded {
 }
 
 export async function recordOperation(
-  db: Db,
+  tx: Queryable,
   chainId: number,
   paymaster: string,
   op: ChainOperation,
 ): Promise<Recorded> {
-  return db.transaction(async (tx) => {
-    const inserted = await tx.query(
-      `INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
+  const inserted = await tx.query(
+    `INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
          user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
          billed, unbilled_reason)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, 'recording')
        ON CONFLICT DO NOTHING RETURNING 1`,
-      [
+    [
+      chainId,
+      op.blockHash.toLowerCase(),
+      op.logIndex,
+      op.blockNumber.toString(),
+      op.txHash.toLowerCase(),
+      paymaster,
+      op.userOpHash.toLowerCase(),
+      op.sender.toLowerCase(),
+      op.authId?.toLowerCase() ?? null,
+      op.success,
+      op.prefundTooLow,
+      op.actualGasUsed.toString(),
+      op.actualGasCostWei.toString(),
+    ],
+  );
+  if (inserted.length === 0) return { op, billing: null, unbilledWei: 0n, reason: null };
+  const billing: Billing = op.authId
+    ? await billOperation(tx, {
+        authId: op.authId.toLowerCase(),
         chainId,
-        op.blockHash.toLowerCase(),
-        op.logIndex,
-        op.blockNumber.toString(),
-        op.txHash.toLowerCase(),
         paymaster,
-        op.userOpHash.toLowerCase(),
-        op.sender.toLowerCase(),
-        op.authId?.toLowerCase() ?? null,
-        op.success,
-        op.prefundTooLow,
-        op.actualGasUsed.toString(),
-        op.actualGasCostWei.toString(),
-      ],
-    );
-    if (inserted.length === 0) return { op, billing: null, unbilledWei: 0n, reason: null };
-    const billing: Billing = op.authId
-      ? await billOperation(tx, {
-          authId: op.authId.toLowerCase(),
-          chainId,
-          paymaster,
-          outcome: op.success ? "success" : "reverted",
-          actualGasUsed: op.actualGasUsed,
-          actualGasCostWei: op.actualGasCostWei,
-          txHash: op.txHash.toLowerCase(),
-          userOpHash: op.userOpHash.toLowerCase(),
-        })
-      : { kind: "unbilled", projectId: null, reason: "no_authorization_log" };
-    const billedWei = billing.kind === "unbilled" ? 0n : billing.billedWei;
-    const unbilledWei = op.actualGasCostWei - billedWei;
-    const reason = billing.kind === "unbilled" ? billing.reason : billing.shortfall;
-    await tx.query(
-      `UPDATE chain_operations SET billed = $4, unbilled_reason = $5, project_id = $6
+        outcome: op.success ? "success" : "reverted",
+        actualGasUsed: op.actualGasUsed,
+        actualGasCostWei: op.actualGasCostWei,
+        txHash: op.txHash.toLowerCase(),
+        userOpHash: op.userOpHash.toLowerCase(),
+      })
+    : { kind: "unbilled", projectId: null, reason: "no_authorization_log" };
+  const billedWei = billing.kind === "unbilled" ? 0n : billing.billedWei;
+  const unbilledWei = op.actualGasCostWei - billedWei;
+  const reason = billing.kind === "unbilled" ? billing.reason : billing.shortfall;
+  await tx.query(
+    `UPDATE chain_operations SET billed = $4, unbilled_reason = $5, project_id = $6
        WHERE chain_id = $1 AND block_hash = $2 AND log_index = $3`,
-      [chainId, op.blockHash.toLowerCase(), op.logIndex, billedWei.toString(), reason, billing.projectId],
-    );
-    return { op, billing, unbilledWei, reason };
-  });
+    [chainId, op.blockHash.toLowerCase(), op.logIndex, billedWei.toString(), reason, billing.projectId],
+  );
+  return { op, billing, unbilledWei, reason };
+}
+
+/** What orphanOperations compensated for the given blocks, recounted from the table (crash-safe). */
+export async function orphanedTotals(
+  db: Queryable,
+  chainId: number,
+  blockHashes: string[],
+): Promise<{ compensations: number; compensatedWei: bigint }> {
+  const rows = await db.query<{ n: number; wei: string }>(
+    `SELECT count(*)::int AS n, COALESCE(sum(billed), 0)::text AS wei FROM chain_operations
+     WHERE chain_id = $1 AND block_hash = ANY($2::text[]) AND orphaned_at IS NOT NULL`,
+    [chainId, blockHashes.map((h) => h.toLowerCase())],
+  );
+  return { compensations: rows[0]!.n, compensatedWei: BigInt(rows[0]!.wei) };
 }
 
 /**

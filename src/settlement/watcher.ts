@@ -11,8 +11,27 @@
  *
  * Crashes: the cursor moves only after its range was recorded, and recording is idempotent, so
  * a restart re-reads the unfinished range and changes nothing already done.
+ *
+ * Reorganisations deeper than the confirmation depth (chains/applied-blocks.ts has the contract):
+ * every recorded operation's block, and the last block of every range, are remembered in the
+ * transaction that applied them. Each tick first compares them with the chain; when blocks were
+ * replaced, the operations recorded from them are compensated (`reversal` entries give their
+ * charges back, and their authorizations count as released), the cursor moves back to the fork,
+ * and the replacing blocks are read again: an operation that landed again is charged again, late.
+ * Reservations are not released while a reorganisation is being reconciled.
  */
 import type { Address } from "viem";
+import {
+  type AppliedBlock,
+  applyEffects,
+  type ChainReorg,
+  findReorg,
+  markReconciled,
+  openReorg,
+  recordReorg,
+  reorgEpoch,
+  StaleRangeError,
+} from "../chains/applied-blocks.ts";
 import { advanceCursor, readCursor } from "../chains/cursors.ts";
 import { silentLog, type WatcherLog } from "../chains/poll-loop.ts";
 import { type ChainClient, confirmedHead } from "../chains/rpc.ts";
@@ -20,7 +39,7 @@ import { earliestPendingSec, nextBlockRange } from "../chains/start-block.ts";
 import type { Db } from "../db/db.ts";
 import { release } from "../ledger/ledger.ts";
 import { type ChainOperation, scanPaidOperations } from "./scan.ts";
-import { type Recorded, recordOperation } from "./store.ts";
+import { orphanedTotals, orphanOperations, type Recorded, recordOperation } from "./store.ts";
 
 export const SETTLEMENT_WATCHER = "settlement";
 
@@ -50,6 +69,18 @@ export interface SettlementTickReport {
   released: number;
   /** Operations recorded this tick that no tank (fully) paid for. */
   unattributed: number;
+  /** A reorganisation reconciled this tick, if any: how many operations were compensated. */
+  reorg: { forkBlock: bigint; depth: bigint; compensated: number; compensatedWei: bigint } | null;
+}
+
+/** A scanned range: the operations, the blocks to remember with them, and the epoch it was read in. */
+export interface ScannedRange {
+  fromBlock: bigint;
+  toBlock: bigint;
+  ops: ChainOperation[];
+  /** The last block of the range, remembered with the cursor. */
+  last: AppliedBlock;
+  epoch: bigint;
 }
 
 export interface SettlementWatcher {
@@ -59,10 +90,12 @@ export interface SettlementWatcher {
   tick(): Promise<SettlementTickReport>;
   // The steps of a tick, for tests that stop between them.
   nextRange(confirmedHead: bigint): Promise<{ fromBlock: bigint; toBlock: bigint } | null>;
-  scan(fromBlock: bigint, toBlock: bigint): Promise<ChainOperation[]>;
-  apply(ops: ChainOperation[]): Promise<Recorded[]>;
-  commit(range: { toBlock: bigint }): Promise<void>;
+  scan(fromBlock: bigint, toBlock: bigint): Promise<ScannedRange>;
+  apply(range: ScannedRange): Promise<Recorded[]>;
+  commit(range: ScannedRange): Promise<void>;
   releaseExpired(): Promise<number>;
+  /** Finds (or resumes) a reorganisation and reconciles it; null when there is none. */
+  reconcileReorg(latestBlock: bigint): Promise<SettlementTickReport["reorg"]>;
 }
 
 export function settlementWatcher(options: SettlementWatcherOptions): SettlementWatcher {
@@ -90,12 +123,20 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
         since: () => earliestPendingSec(db, chainId),
       }),
 
-    scan: (fromBlock, toBlock) => scanPaidOperations(options, fromBlock, toBlock),
+    async scan(fromBlock, toBlock) {
+      // Taken first: a reorganisation recorded after this makes the range stale.
+      const epoch = await reorgEpoch(db, chainId, SETTLEMENT_WATCHER);
+      const ops = await scanPaidOperations(options, fromBlock, toBlock);
+      const last = await consistentView(client, toBlock, ops);
+      return { fromBlock, toBlock, ops, last, epoch };
+    },
 
-    async apply(ops) {
+    async apply(range) {
       const recorded: Recorded[] = [];
-      for (const op of ops) {
-        const r = await recordOperation(db, chainId, paymaster, op);
+      const scope = { chainId, watcher: SETTLEMENT_WATCHER, epoch: range.epoch } as const;
+      for (const op of range.ops) {
+        const block = { number: op.blockNumber, hash: op.blockHash };
+        const r = await applyEffects(db, scope, [block], (tx) => recordOperation(tx, chainId, paymaster, op));
         recorded.push(r);
         if (r.billing !== null && r.unbilledWei > 0n) {
           log.error(
@@ -110,38 +151,97 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
             "unattributed spend: the paymaster paid for an operation no gas tank was charged for",
           );
         } else if (r.billing?.kind === "charged" && r.billing.late) {
-          log.warn({ ...context, txHash: op.txHash, authId: op.authId }, "operation charged after its release");
+          log.warn(
+            { ...context, txHash: op.txHash, authId: op.authId },
+            "operation charged after its release",
+          );
         }
       }
       return recorded;
     },
 
-    commit: (range) => advanceCursor(db, chainId, SETTLEMENT_WATCHER, range.toBlock + 1n),
+    commit: (range) =>
+      applyEffects(db, { chainId, watcher: SETTLEMENT_WATCHER, epoch: range.epoch }, [range.last], (tx) =>
+        advanceCursor(tx, chainId, SETTLEMENT_WATCHER, range.toBlock + 1n),
+      ),
 
-    releaseExpired: () => releaseExpired(options, marginSec, log),
+    async releaseExpired() {
+      if (await openReorg(db, chainId, SETTLEMENT_WATCHER)) return 0;
+      return releaseExpired(options, marginSec, log);
+    },
+
+    async reconcileReorg(latestBlock) {
+      const reorg = (await openReorg(db, chainId, SETTLEMENT_WATCHER)) ?? (await detect(latestBlock));
+      if (!reorg) return null;
+      const hashes = reorg.orphaned.map((b) => b.hash);
+      await orphanOperations(db, chainId, hashes);
+      const totals = await orphanedTotals(db, chainId, hashes);
+      await markReconciled(db, reorg, { ...totals, shortfalls: [] }, log);
+      log.error(
+        { ...context, forkBlock: reorg.forkBlock.toString(), compensated: totals.compensations },
+        "settlements from replaced blocks compensated; the replacing blocks are read again",
+      );
+      return {
+        forkBlock: reorg.forkBlock,
+        depth: reorg.depth,
+        compensated: totals.compensations,
+        compensatedWei: totals.compensatedWei,
+      };
+    },
 
     async tick() {
-      const head = confirmedHead(await client.getBlockNumber(), options.confirmations);
+      const latest = await client.getBlockNumber();
+      // A reorganisation is settled before anything new is read: the cursor may move back.
+      const reorg = await watcher.reconcileReorg(latest);
+      const head = confirmedHead(latest, options.confirmations);
       let settled = 0;
       let unattributed = 0;
       for (let i = 0; head !== null && i < maxRangesPerTick; i++) {
         const range = await watcher.nextRange(head);
         if (!range) break;
-        const recorded = await watcher.apply(await watcher.scan(range.fromBlock, range.toBlock));
+        const scanned = await watcher.scan(range.fromBlock, range.toBlock);
+        const recorded = await watcher.apply(scanned);
         for (const r of recorded) {
           if (r.billing?.kind === "charged") settled++;
           if (r.billing !== null && r.unbilledWei > 0n) unattributed++;
         }
-        await watcher.commit(range);
+        await watcher.commit(scanned);
       }
       const released = await watcher.releaseExpired();
       if (settled > 0 || released > 0) log.info({ ...context, settled, released }, "gas tanks settled");
       const cursor = await readCursor(db, chainId, SETTLEMENT_WATCHER);
       const processedThrough = cursor !== null && cursor > 0n ? cursor - 1n : null;
-      return { confirmedHead: head, processedThrough, settled, released, unattributed };
+      return { confirmedHead: head, processedThrough, settled, released, unattributed, reorg };
     },
   };
+
+  async function detect(latestBlock: bigint): Promise<ChainReorg | null> {
+    const found = await findReorg(db, client, chainId, SETTLEMENT_WATCHER, { latestBlock });
+    return found ? recordReorg(db, chainId, SETTLEMENT_WATCHER, found, log) : null;
+  }
   return watcher;
+}
+
+/**
+ * The hashes remembered for a range must come from one view of the chain (applied-blocks.ts,
+ * point 4): the logs give each operation's block hash; the range's last header is read after
+ * them, then every operation's block header is read again and must match its logs. A mismatch
+ * means the chain changed during the read, and the range is refused (read again next tick).
+ */
+async function consistentView(
+  client: ChainClient,
+  toBlock: bigint,
+  ops: ChainOperation[],
+): Promise<AppliedBlock> {
+  const last = await client.getBlock({ blockNumber: toBlock });
+  const byNumber = new Map(ops.map((op) => [op.blockNumber, op.blockHash.toLowerCase()]));
+  for (const [number, hash] of byNumber) {
+    const header = number === toBlock ? last : await client.getBlock({ blockNumber: number });
+    if (header.hash?.toLowerCase() !== hash) {
+      throw new StaleRangeError(`block ${number} changed while its logs were read`);
+    }
+  }
+  return { number: toBlock, hash: last.hash! };
 }
 
 /**

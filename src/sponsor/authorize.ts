@@ -99,7 +99,11 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
       return { kind: "authorized", body, replayed: false };
     case "replay":
       if (outcome.requestDigest !== requestDigest || outcome.response === null) {
-        return refused(422, "idempotency_key_reused", "this clientNonce was already used with a different request");
+        return refused(
+          422,
+          "idempotency_key_reused",
+          "this clientNonce was already used with a different request",
+        );
       }
       return { kind: "authorized", body: outcome.response, replayed: true };
     case "not_allowlisted":
