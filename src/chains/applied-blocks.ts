@@ -47,7 +47,7 @@ import assert from "node:assert/strict";
 import type { Hex } from "viem";
 import type { Db, Queryable } from "../db/db.ts";
 import type { ReadinessProbe } from "../health/routes.ts";
-import type { WatcherName } from "./cursors.ts";
+import { rewindCursor, type WatcherName } from "./cursors.ts";
 import { silentLog, type WatcherLog } from "./poll-loop.ts";
 import type { ChainClient } from "./rpc.ts";
 
@@ -494,13 +494,8 @@ export async function markReconciled(
        WHERE a.chain_id = $1 AND a.watcher = $2 AND a.block_number = x.n::bigint AND a.block_hash = x.h`,
       [chainId, watcher, ...orphanedArrays(reorg.orphaned)],
     );
-    // The cursor table belongs to cursors.ts, which only ever moves it forward; moving it back is
-    // part of reconciling, and happens here under the same lock as the forgetting above.
-    await tx.query(
-      `UPDATE chain_cursors SET next_block = LEAST(next_block, $3::bigint), updated_at = now()
-       WHERE chain_id = $1 AND watcher = $2`,
-      [chainId, watcher, reorg.forkBlock.toString()],
-    );
+    // Moving the cursor back is part of reconciling: in the same transaction as the forgetting.
+    await rewindCursor(tx, chainId, watcher, reorg.forkBlock);
     return true;
   });
   if (!done) return false;

@@ -37,3 +37,20 @@ export async function advanceCursor(
     [chainId, watcher, nextBlock.toString()],
   );
 }
+
+/**
+ * Moves the cursor back to `nextBlock` (never forward): only a reconciled reorganisation does
+ * this (applied-blocks.ts), so that the blocks that replaced the orphaned ones are read.
+ */
+export async function rewindCursor(
+  db: Queryable,
+  chainId: number,
+  watcher: WatcherName,
+  nextBlock: bigint,
+): Promise<void> {
+  await db.query(
+    `UPDATE chain_cursors SET next_block = LEAST(next_block, $3::bigint), updated_at = now()
+     WHERE chain_id = $1 AND watcher = $2`,
+    [chainId, watcher, nextBlock.toString()],
+  );
+}
