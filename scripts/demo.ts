@@ -2,11 +2,15 @@
  * npm run demo: the whole loop on a local chain, in one command.
  *
  * Starts anvil (chain 14601) and deploys EntryPoint v0.7, SimpleAccountFactory, SponsorPaymaster
- * and GameItems; starts the service as its own process (embedded store in a fresh temporary
- * DATA_DIR); then, only through the HTTP API, creates an organization, a project, a key and an
- * allowlist entry, funds the tank with a real transfer, authorizes and submits a real user
- * operation, and waits for the settlement. Everything it started is stopped at the end, on
- * failure and on Ctrl-C.
+ * v2 and GameItems; starts a real ERC-4337 bundler (Alto) and the service as their own processes
+ * (the service with an embedded store in a fresh temporary DATA_DIR); then, only through the HTTP
+ * API and the bundler's JSON-RPC, creates an organization, a project, a key and an allowlist
+ * entry, funds the tank with a real transfer, and sponsors two operations from a new player's
+ * SimpleAccount as a wallet would: estimate with the bundler, authorize with the estimate, send
+ * the operation with the authorization's paymaster fields and fee ceilings, wait for the
+ * settlement. The first operation also deploys the account; the second is the typical one. For
+ * each it prints what was reserved, what the chain charged and their ratio (the goal is ≤ 3×).
+ * Everything it started is stopped at the end, on failure and on Ctrl-C.
  *
  * anvil mines only when a transaction arrives, so while the demo waits for confirmations it
  * mines empty blocks itself, as a live chain would produce them.
@@ -16,46 +20,48 @@ import { createWriteStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { toSimpleSmartAccount } from "permissionless/accounts";
+import { createPimlicoClient } from "permissionless/clients/pimlico";
 import {
   type Address,
   encodeFunctionData,
   formatEther,
+  formatGwei,
   type Hex,
+  http,
   parseEther,
-  parseEventLogs,
   slice,
 } from "viem";
-import { entryPoint07Abi } from "viem/account-abstraction";
+import {
+  type BundlerClient,
+  createBundlerClient,
+  entryPoint07Abi,
+  type SmartAccount,
+  type UserOperationReceipt,
+} from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { localIssuer } from "../src/identity/tokens.ts";
-import { PAYMASTER_POST_OP_GAS_LIMIT, PAYMASTER_VERIFICATION_GAS_LIMIT } from "../src/sponsor/routes.ts";
+import { PAYMASTER_GAS_LIMITS } from "../src/paymaster/gas.ts";
+import { PAYMASTER_DATA_OFFSET, stubPaymasterAndData } from "../src/paymaster/layout.ts";
+import { type Bundler, startBundler } from "../test/support/bundler.ts";
 import { type DevChain, freePort, startChain } from "../test/support/chain/anvil.ts";
 import { type DevnetStack, deployStack, gameItemsAbi } from "../test/support/chain/devnet.ts";
-import {
-  accountInitCode,
-  buildUserOp,
-  devnetUserOpGas,
-  executeCallData,
-  getAccountAddress,
-  getAccountNonce,
-  handleOps,
-  requiredPrefundWei,
-  signUserOp,
-} from "../test/support/chain/userop.ts";
 
 const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const CHAIN_ID = 14601;
 const CONFIRMATIONS = 1;
 const DEPOSIT = parseEther("1");
 const ITEM_ID = 1n;
-/** The service prices reservations with this fee cap; the user operation offers exactly it. */
-const MAX_FEE_PER_GAS_WEI = devnetUserOpGas.maxFeePerGas;
+const DEVELOPER = "studio@example.com";
+/** The goal of issue 7 for a typical honest operation: reserved ÷ charged. */
+const RATIO_GOAL = 3;
 const WAIT_ATTEMPTS = 150;
 const MINT_CALL = encodeFunctionData({ abi: gameItemsAbi, functionName: "mint", args: [ITEM_ID] });
 const MINT_SELECTOR = slice(MINT_CALL, 0, 4);
 
 interface Running {
   chain?: DevChain;
+  bundler?: Bundler;
   service?: ChildProcess;
   dataDir?: string;
 }
@@ -73,10 +79,12 @@ function detail(message: string): void {
 }
 
 const S = (wei: bigint | string) => `${formatEther(BigInt(wei))} S`;
+const gwei = (wei: bigint | string) => `${formatGwei(BigInt(wei))} gwei`;
+const gas = (n: bigint) => n.toLocaleString("en-US");
 
 async function main(): Promise<void> {
   say(
-    "Starting anvil (chain 14601) and deploying EntryPoint v0.7, SimpleAccountFactory, SponsorPaymaster, GameItems",
+    "Starting anvil (chain 14601) and deploying EntryPoint v0.7, SimpleAccountFactory, SponsorPaymaster v2, GameItems",
   );
   const chain = await startChain({ chainId: CHAIN_ID });
   running.chain = chain;
@@ -87,13 +95,23 @@ async function main(): Promise<void> {
   detail(`paymaster    ${stack.paymaster} (signer ${privateKeyToAccount(signerKey).address})`);
   detail(`GameItems    ${stack.gameItems}`);
 
-  say("Starting the service (embedded store in a fresh DATA_DIR)");
+  say(
+    "Starting the bundler (Alto, anvil accounts 2 and 3) and the service (embedded store in a fresh DATA_DIR)",
+  );
+  const bundler = await startBundler({ rpcUrl: chain.rpcUrl, entryPoints: [stack.entryPoint] });
+  running.bundler = bundler;
+  detail(`bundler      ${bundler.url}`);
   const api = await startService(chain, stack, signerKey);
 
   const project = await createProject(api, stack);
   await fundTank(api, chain, project);
-  await sponsorOneOperation(api, chain, stack, project);
-  await showAnalytics(api, project);
+  const depositBefore = await paymasterDeposit(chain, stack);
+  const player = await newPlayer(chain, stack, bundler);
+  const scene: Scene = { api, chain, stack, project, player };
+  const first = await sponsorMint(scene, "first operation: deploys the account, then mints");
+  const typical = await sponsorMint(scene, "typical operation: the same account mints again");
+  await showCharges(chain, stack, depositBefore, [first, typical]);
+  await showReports(api, project);
   console.log("\nDemo complete.");
 }
 
@@ -117,6 +135,7 @@ async function startService(chain: DevChain, stack: DevnetStack, signerKey: Hex)
   ]) {
     delete env[name];
   }
+  // The fee oracle reads this anvil's base fee and priority fee; the ceiling stays the default.
   Object.assign(env, {
     NODE_ENV: "development",
     HOST: "127.0.0.1",
@@ -124,10 +143,10 @@ async function startService(chain: DevChain, stack: DevnetStack, signerKey: Hex)
     DATA_DIR: dataDir,
     LOG_LEVEL: "info",
     SIGNER_PRIVATE_KEY: signerKey,
+    OPERATOR_EMAILS: DEVELOPER,
     CHAIN_14601_RPC_URL: chain.rpcUrl,
     CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
     CHAIN_14601_CONFIRMATIONS: String(CONFIRMATIONS),
-    CHAIN_14601_MAX_FEE_PER_GAS_WEI: MAX_FEE_PER_GAS_WEI.toString(),
     CHAIN_14601_POLL_INTERVAL_MS: "250",
     CHAIN_14601_START_BLOCK: "0",
   });
@@ -181,8 +200,8 @@ interface DemoProject {
 
 async function createProject(api: Api, stack: DevnetStack): Promise<DemoProject> {
   say("Signing in as a developer (the local token issuer shares the service's DATA_DIR)");
-  const token = await (await localIssuer(running.dataDir!)).issue("studio@example.com");
-  detail("token issued for studio@example.com");
+  const token = await (await localIssuer(running.dataDir!)).issue(DEVELOPER);
+  detail(`token issued for ${DEVELOPER} (also an operator: OPERATOR_EMAILS)`);
 
   say("Creating an organization, a project, an API key and an allowlist entry (GameItems.mint)");
   const org = await api.call<{ id: number; slug: string }>("POST", "/orgs", token, {
@@ -202,15 +221,14 @@ async function createProject(api: Api, stack: DevnetStack): Promise<DemoProject>
       rateLimit: 600,
     },
   );
-  const selector = MINT_SELECTOR;
   await api.call("POST", `/projects/${project.id}/allowlist`, token, {
     targetContract: stack.gameItems,
-    functionSelector: selector,
+    functionSelector: MINT_SELECTOR,
   });
   detail(`organization ${org.slug} (id ${org.id})`);
   detail(`project      ${project.id}, deposit address ${project.deposit_address}`);
   detail(`API key      ${key.keyPreview}… (rate limit 600/min)`);
-  detail(`allowlist    ${stack.gameItems} ${selector} (mint)`);
+  detail(`allowlist    ${stack.gameItems} ${MINT_SELECTOR} (mint)`);
   return { id: project.id, token, apiKey: key.apiKey, depositAddress: project.deposit_address };
 }
 
@@ -221,7 +239,8 @@ async function balance(api: Api, p: DemoProject): Promise<bigint> {
 async function fundTank(api: Api, chain: DevChain, p: DemoProject): Promise<void> {
   say(`Funding the gas tank: sending ${S(DEPOSIT)} to the deposit address`);
   const before = await balance(api, p);
-  const hash = await chain.wallets[3]!.sendTransaction({ to: p.depositAddress, value: DEPOSIT });
+  // Wallet 1: anvil accounts 2 and 3 belong to the bundler, whose transactions must not race ours.
+  const hash = await chain.wallets[1]!.sendTransaction({ to: p.depositAddress, value: DEPOSIT });
   await chain.publicClient.waitForTransactionReceipt({ hash });
   detail(`transfer     ${hash}`);
   detail(`balance before ${S(before)}`);
@@ -233,76 +252,234 @@ async function fundTank(api: Api, chain: DevChain, p: DemoProject): Promise<void
   detail(`balance after  ${S(after)} (credited after ${CONFIRMATIONS} confirmation)`);
 }
 
-async function sponsorOneOperation(
-  api: Api,
-  chain: DevChain,
-  stack: DevnetStack,
-  p: DemoProject,
-): Promise<void> {
-  const owner = privateKeyToAccount(generatePrivateKey());
-  const sender = await getAccountAddress(chain.publicClient, stack.accountFactory, owner.address);
-  const paymasterGas = {
-    verificationGasLimit: PAYMASTER_VERIFICATION_GAS_LIMIT,
-    postOpGasLimit: PAYMASTER_POST_OP_GAS_LIMIT,
-  };
-  const estimatedGas = requiredPrefundWei(devnetUserOpGas, paymasterGas) / devnetUserOpGas.maxFeePerGas;
+interface Player {
+  account: SmartAccount;
+  bundlerClient: BundlerClient;
+  /** The same bundler's own methods (its gas price). */
+  pimlicoClient: ReturnType<typeof createPimlicoClient>;
+}
 
-  say(`Authorizing GameItems.mint for a new player's SimpleAccount ${sender}`);
-  const before = await balance(api, p);
-  const auth = await api.call<{
-    paymasterAndData: Hex;
-    maxGasCost: string;
-    authorizationId: Hex;
-    validUntil: number;
-  }>("POST", "/sponsor/authorize", p.apiKey, {
-    projectId: p.id,
-    user: sender,
-    target: stack.gameItems,
+/** A new player's SimpleAccount (not deployed yet), with a bundler client as a wallet would hold. */
+async function newPlayer(chain: DevChain, stack: DevnetStack, bundler: Bundler): Promise<Player> {
+  const account = await toSimpleSmartAccount({
+    client: chain.publicClient,
+    owner: privateKeyToAccount(generatePrivateKey()),
+    entryPoint: { address: stack.entryPoint, version: "0.7" },
+    factoryAddress: stack.accountFactory,
+  });
+  const bundlerClient = createBundlerClient({
+    client: chain.publicClient,
+    chain: chain.chain,
+    account,
+    transport: http(bundler.url),
+    pollingInterval: 100,
+  });
+  const pimlicoClient = createPimlicoClient({
+    transport: http(bundler.url),
+    entryPoint: { address: stack.entryPoint, version: "0.7" },
+  });
+  return { account, bundlerClient, pimlicoClient };
+}
+
+/** The authorize response (INTERFACE.md's fields and the v2 ones the client must respect). */
+interface Authorization {
+  paymasterAndData: Hex;
+  paymaster: Address;
+  paymasterData: Hex;
+  paymasterVerificationGasLimit: string;
+  paymasterPostOpGasLimit: string;
+  maxGasCost: string;
+  authorizationId: Hex;
+  validUntil: number;
+  validAfter: number;
+  maxTotalGas: string;
+  maxFeePerGas: string;
+  maxPriorityFeePerGas: string;
+}
+
+interface AccountGas {
+  verificationGasLimit: bigint;
+  callGasLimit: bigint;
+  preVerificationGas: bigint;
+}
+
+/** What one sponsored operation reserved and cost. */
+interface Measured {
+  label: string;
+  reservedWei: bigint;
+  maxTotalGas: bigint;
+  maxFeePerGasWei: bigint;
+  actualGasCostWei: bigint;
+  actualGasUsed: bigint;
+  tankChargeWei: bigint;
+}
+
+/** Everything one sponsored operation needs: the service, the chain, the project and the player. */
+interface Scene {
+  api: Api;
+  chain: DevChain;
+  stack: DevnetStack;
+  project: DemoProject;
+  player: Player;
+}
+
+async function sponsorMint(scene: Scene, label: string): Promise<Measured> {
+  say(`Sponsoring the ${label}`);
+  const { api, project } = scene;
+  const calls = [{ to: scene.stack.gameItems, data: MINT_CALL }];
+  const accountGas = await estimate(scene, calls);
+  const before = await balance(api, project);
+  const auth = await authorizeMint(scene, accountGas);
+  detail(
+    `             reserved maxGasCost ${S(auth.maxGasCost)}; tank ${S(before)} → ${S(await balance(api, project))}`,
+  );
+  const receipt = await sendSponsored(scene, calls, accountGas, auth);
+
+  await waitForSettlement(scene, auth.authorizationId, receipt.actualGasCost);
+  const tankChargeWei = before - (await balance(api, project));
+  const measured: Measured = {
+    label,
+    reservedWei: BigInt(auth.maxGasCost),
+    maxTotalGas: BigInt(auth.maxTotalGas),
+    maxFeePerGasWei: BigInt(auth.maxFeePerGas),
+    actualGasCostWei: receipt.actualGasCost,
+    actualGasUsed: receipt.actualGasUsed,
+    tankChargeWei,
+  };
+  reportRatio(measured);
+  if (tankChargeWei !== receipt.actualGasCost) {
+    throw new Error(
+      `the tank was charged ${tankChargeWei} wei, the chain charged ${receipt.actualGasCost} wei`,
+    );
+  }
+  return measured;
+}
+
+/** estimatedGas is the operation's total gas: the bundler's limits plus the paymaster's own. */
+async function authorizeMint(scene: Scene, accountGas: AccountGas): Promise<Authorization> {
+  const estimatedGas =
+    accountGas.verificationGasLimit +
+    accountGas.callGasLimit +
+    accountGas.preVerificationGas +
+    PAYMASTER_GAS_LIMITS.verificationGasLimit +
+    PAYMASTER_GAS_LIMITS.postOpGasLimit;
+  const auth = await scene.api.call<Authorization>("POST", "/sponsor/authorize", scene.project.apiKey, {
+    projectId: scene.project.id,
+    user: scene.player.account.address,
+    target: scene.stack.gameItems,
     selector: MINT_SELECTOR,
     estimatedGas: Number(estimatedGas),
     chainId: CHAIN_ID,
   });
+  detail(`authorize    estimatedGas ${gas(estimatedGas)} → authorization ${auth.authorizationId}`);
   detail(
-    `authorization ${auth.authorizationId}, valid until ${new Date(auth.validUntil * 1000).toISOString()}`,
+    `             fee ceilings maxFeePerGas ${gwei(auth.maxFeePerGas)}, maxPriorityFeePerGas ${gwei(auth.maxPriorityFeePerGas)}; window ${auth.validAfter}..${auth.validUntil}`,
   );
-  detail(
-    `balance before ${S(before)}; reserved maxGasCost ${S(auth.maxGasCost)}; balance after ${S(await balance(api, p))}`,
-  );
+  return auth;
+}
 
-  say("Submitting the user operation through EntryPoint.handleOps (a bundler's job)");
-  const unsigned = buildUserOp({
-    sender,
-    nonce: await getAccountNonce(chain.publicClient, stack.entryPoint, sender),
-    initCode: accountInitCode(stack.accountFactory, owner.address),
-    callData: executeCallData(stack.gameItems, MINT_CALL),
-    gas: devnetUserOpGas,
-    paymasterAndData: auth.paymasterAndData,
+/** Sends the operation through the bundler with the authorization's paymaster fields; waits for it. */
+async function sendSponsored(
+  scene: Scene,
+  calls: { to: Address; data: Hex }[],
+  accountGas: AccountGas,
+  auth: Authorization,
+): Promise<UserOperationReceipt> {
+  const { player, chain, stack } = scene;
+  await checkBundlerPrice(player, auth);
+  // The operation offers exactly the fee ceilings it was authorized for, with the bundler's limits.
+  const userOpHash = await player.bundlerClient.sendUserOperation({
+    calls,
+    ...accountGas,
+    maxFeePerGas: BigInt(auth.maxFeePerGas),
+    maxPriorityFeePerGas: BigInt(auth.maxPriorityFeePerGas),
+    paymaster: auth.paymaster,
+    paymasterData: auth.paymasterData,
+    paymasterVerificationGasLimit: BigInt(auth.paymasterVerificationGasLimit),
+    paymasterPostOpGasLimit: BigInt(auth.paymasterPostOpGasLimit),
   });
-  const { userOp, userOpHash } = await signUserOp(chain.publicClient, stack.entryPoint, owner, unsigned);
-  const receipt = await handleOps(chain.publicClient, chain.wallets[1]!, stack.entryPoint, [userOp]);
-  const [event] = parseEventLogs({
-    abi: entryPoint07Abi,
-    logs: receipt.logs,
-    eventName: "UserOperationEvent",
+  const receipt = await player.bundlerClient.waitForUserOperationReceipt({
+    hash: userOpHash,
+    timeout: 60_000,
   });
+  if (!receipt.success) throw new Error(`the operation failed on chain: ${receipt.reason ?? "no reason"}`);
   const items = await chain.publicClient.readContract({
     address: stack.gameItems,
     abi: gameItemsAbi,
     functionName: "itemsOf",
-    args: [sender, ITEM_ID],
+    args: [player.account.address, ITEM_ID],
   });
-  detail(`transaction  ${receipt.transactionHash} (${receipt.status}), userOp ${userOpHash}`);
   detail(
-    `on chain     success=${event?.args.success}, charged ${S(event?.args.actualGasCost ?? 0n)} for ${event?.args.actualGasUsed} gas`,
+    `bundled      ${receipt.receipt.transactionHash} (block ${receipt.receipt.blockNumber}), userOp ${userOpHash}`,
   );
-  detail(`game state   player holds ${items} of item ${ITEM_ID}`);
-
-  await waitForSettlement(api, chain, p, auth.authorizationId);
+  detail(
+    `on chain     UserOperationEvent success=${receipt.success}, actualGasCost ${S(receipt.actualGasCost)} for ${gas(receipt.actualGasUsed)} gas; player holds ${items} of item ${ITEM_ID}`,
+  );
+  return receipt;
 }
 
-async function waitForSettlement(api: Api, chain: DevChain, p: DemoProject, authId: Hex): Promise<void> {
-  say("Waiting for the settlement watcher to settle the operation");
-  const before = await balance(api, p);
+/**
+ * The bundler's gas estimate, as a wallet gets it before asking for sponsorship: the operation
+ * carries a stub paymasterAndData of the final length (src/paymaster/layout.ts), which the
+ * paymaster answers with a signature failure rather than a revert, so estimation goes through.
+ * The service does not serve a stub yet (ERC-7677 pm_getPaymasterStubData), so the demo builds
+ * it with the service's own layout module.
+ */
+async function estimate(scene: Scene, calls: { to: Address; data: Hex }[]): Promise<AccountGas> {
+  const { chain, stack, player } = scene;
+  const nowSec = Number((await chain.publicClient.getBlock()).timestamp);
+  const stub = stubPaymasterAndData({
+    paymaster: stack.paymaster,
+    mode: "call",
+    gas: PAYMASTER_GAS_LIMITS,
+    validAfterSec: nowSec - 60,
+    validUntilSec: nowSec + 300,
+  });
+  const estimate = await player.bundlerClient.estimateUserOperationGas({
+    calls,
+    paymaster: stack.paymaster,
+    paymasterData: `0x${stub.slice(2 + PAYMASTER_DATA_OFFSET * 2)}`,
+    paymasterVerificationGasLimit: PAYMASTER_GAS_LIMITS.verificationGasLimit,
+    paymasterPostOpGasLimit: PAYMASTER_GAS_LIMITS.postOpGasLimit,
+  });
+  detail(
+    `estimate     Alto: verification ${gas(estimate.verificationGasLimit)}, call ${gas(estimate.callGasLimit)}, preVerification ${gas(estimate.preVerificationGas)}`,
+  );
+  // Alto measures the paymaster too; the service's own limits are the ones signed and used.
+  detail(
+    `             paymaster: Alto would set ${gas(estimate.paymasterVerificationGasLimit ?? 0n)} + ${gas(estimate.paymasterPostOpGasLimit ?? 0n)}; the service signs ${gas(PAYMASTER_GAS_LIMITS.verificationGasLimit)} + ${gas(PAYMASTER_GAS_LIMITS.postOpGasLimit)}`,
+  );
+  return {
+    verificationGasLimit: estimate.verificationGasLimit,
+    callGasLimit: estimate.callGasLimit,
+    preVerificationGas: estimate.preVerificationGas,
+  };
+}
+
+/**
+ * A wallet asks the bundler for its price before sending, as viem and permissionless do with
+ * Pimlico's bundlers: the bundler refuses an operation priced below it. Alto (with its default
+ * gas-price-refresh-interval of 0) samples the chain only when asked, and demands the lowest
+ * price it sampled in the last 20 s; on anvil, whose base fee falls 12.5 % with every empty block,
+ * an operation sent without this call was refused because its last sample was several blocks old
+ * and above the service's ceiling. The operation is sponsored only up to the ceilings, so a
+ * bundler asking more than them cannot carry it now.
+ */
+async function checkBundlerPrice(player: Player, auth: Authorization): Promise<void> {
+  const { standard } = await player.pimlicoClient.getUserOperationGasPrice();
+  detail(
+    `bundler      asks at least maxFeePerGas ${gwei(standard.maxFeePerGas)}, maxPriorityFeePerGas ${gwei(standard.maxPriorityFeePerGas)}`,
+  );
+  if (standard.maxFeePerGas > BigInt(auth.maxFeePerGas)) {
+    throw new Error("the bundler's price is above the authorization's maxFeePerGas ceiling");
+  }
+  if (standard.maxPriorityFeePerGas > BigInt(auth.maxPriorityFeePerGas)) {
+    throw new Error("the bundler's price is above the authorization's maxPriorityFeePerGas ceiling");
+  }
+}
+
+async function waitForSettlement(scene: Scene, authId: Hex, actualGasCostWei: bigint): Promise<void> {
+  const { api, chain, project: p } = scene;
   interface Event {
     auth_id: string;
     status: string;
@@ -321,15 +498,68 @@ async function waitForSettlement(api: Api, chain: DevChain, p: DemoProject, auth
     return found && found.status !== "pending" ? found : undefined;
   });
   detail(
-    `event        status ${event.status}, actual gas ${event.actual_gas}, cost ${S(event.actual_gas_cost)}, tx ${event.tx_hash}`,
-  );
-  detail(
-    `balance before ${S(before)} (reservation held); after ${S(await balance(api, p))} (= deposit − actual cost)`,
+    `settled      status ${event.status}, actual gas ${gas(BigInt(event.actual_gas))}, cost ${S(event.actual_gas_cost)}, tx ${event.tx_hash}`,
   );
   if (event.status !== "success") throw new Error(`the operation settled as ${event.status}`);
+  if (BigInt(event.actual_gas_cost) !== actualGasCostWei) {
+    throw new Error(`settled at ${event.actual_gas_cost} wei, the chain charged ${actualGasCostWei} wei`);
+  }
 }
 
-async function showAnalytics(api: Api, p: DemoProject): Promise<void> {
+/**
+ * reserved ÷ actual = (maxTotalGas ÷ gas used) × (maxFeePerGas ceiling ÷ price paid per gas):
+ * the first factor is the headroom of the bundler's gas limits, the second the fee margin.
+ */
+function reportRatio(m: Measured): void {
+  const ratio = Number(m.reservedWei) / Number(m.actualGasCostWei);
+  const gasFactor = Number(m.maxTotalGas) / Number(m.actualGasUsed);
+  const paidPerGasWei = m.actualGasCostWei / m.actualGasUsed;
+  const feeFactor = Number(m.maxFeePerGasWei) / (Number(m.actualGasCostWei) / Number(m.actualGasUsed));
+  detail(
+    `tank charge  ${S(m.tankChargeWei)} ${m.tankChargeWei === m.actualGasCostWei ? "=" : "≠"} actualGasCost ${S(m.actualGasCostWei)}; the reservation's rest went back to the tank`,
+  );
+  detail(
+    `RATIO        reserved ${S(m.reservedWei)} ÷ actual ${S(m.actualGasCostWei)} = ${ratio.toFixed(2)}× ` +
+      `(gas ${gas(m.maxTotalGas)} ÷ ${gas(m.actualGasUsed)} = ${gasFactor.toFixed(2)}, ` +
+      `fee ${gwei(m.maxFeePerGasWei)} ÷ ${gwei(paidPerGasWei)} = ${feeFactor.toFixed(2)})`,
+  );
+}
+
+async function paymasterDeposit(chain: DevChain, stack: DevnetStack): Promise<bigint> {
+  return chain.publicClient.readContract({
+    address: stack.entryPoint,
+    abi: entryPoint07Abi,
+    functionName: "balanceOf",
+    args: [stack.paymaster],
+  });
+}
+
+async function showCharges(
+  chain: DevChain,
+  stack: DevnetStack,
+  depositBefore: bigint,
+  ops: Measured[],
+): Promise<void> {
+  say("Reservation ÷ actual cost, and what the paymaster paid against what the tank was charged");
+  for (const m of ops) {
+    const ratio = Number(m.reservedWei) / Number(m.actualGasCostWei);
+    detail(`${m.label.split(":")[0]!.padEnd(18)} reserved ÷ actual = ${ratio.toFixed(2)}×`);
+  }
+  const typical = ops[ops.length - 1]!;
+  const typicalRatio = Number(typical.reservedWei) / Number(typical.actualGasCostWei);
+  detail(
+    `goal for a typical operation ≤ ${RATIO_GOAL}×: ${typicalRatio <= RATIO_GOAL ? "met" : "NOT met"} (${typicalRatio.toFixed(2)}×)`,
+  );
+  const paid = depositBefore - (await paymasterDeposit(chain, stack));
+  const charged = ops.reduce((sum, m) => sum + m.tankChargeWei, 0n);
+  detail(
+    `paymaster's EntryPoint deposit fell by ${S(paid)}; tanks charged ${S(charged)} (${paid === charged ? "equal, to the wei" : "DIFFERENT"})`,
+  );
+  if (paid !== charged)
+    throw new Error(`the paymaster paid ${paid} wei, the tanks were charged ${charged} wei`);
+}
+
+async function showReports(api: Api, p: DemoProject): Promise<void> {
   say("Analytics, parity and readiness");
   const overview = await api.call<Record<string, unknown>>(
     "GET",
@@ -341,12 +571,26 @@ async function showAnalytics(api: Api, p: DemoProject): Promise<void> {
     `/projects/${p.id}/funds/parity`,
     p.token,
   );
+  const chainParity = await api.call<{
+    entryPointDeposit: string | null;
+    promised: string;
+    operations: number;
+    paidOnChain: string;
+    billed: string;
+    unattributed: string;
+    inSync: boolean;
+  }>("GET", `/blockchain/chains/${CHAIN_ID}/parity`, p.token);
   const ready = await fetch(`${api.baseUrl}/health/ready`).then(
     (r) =>
       r.json() as Promise<{ status: string; checks: Record<string, { status: string; detail?: string }> }>,
   );
   detail(`overview     ${JSON.stringify(overview)}`);
   detail(`parity       inSync=${parity.inSync}, ledger balance ${S(parity.ledgerBalance)}`);
+  detail(
+    `chain parity ${chainParity.operations} operations, paid on chain ${S(chainParity.paidOnChain)}, billed ${S(chainParity.billed)}, ` +
+      `unattributed ${S(chainParity.unattributed)}, inSync=${chainParity.inSync}; ` +
+      `EntryPoint deposit ${chainParity.entryPointDeposit === null ? "unknown" : S(chainParity.entryPointDeposit)} covers tanks + reservations ${S(chainParity.promised)}`,
+  );
   for (const [name, check] of Object.entries(ready.checks))
     detail(`ready        ${name}: ${check.status}${check.detail ? ` (${check.detail})` : ""}`);
 }
@@ -362,8 +606,9 @@ async function waitFor<T>(what: string, check: () => Promise<T | undefined>): Pr
 }
 
 async function stopAll(): Promise<void> {
-  const { service, chain, dataDir } = running;
+  const { service, bundler, chain, dataDir } = running;
   running.service = undefined;
+  running.bundler = undefined;
   running.chain = undefined;
   running.dataDir = undefined;
   if (service && service.exitCode === null && service.signalCode === null) {
@@ -373,6 +618,7 @@ async function stopAll(): Promise<void> {
     await exited;
     clearTimeout(force);
   }
+  await bundler?.stop();
   await chain?.stop();
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 }
@@ -394,7 +640,7 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
     void stopAll().finally(() => process.exit(130));
   });
 }
-// Should the demo die without cleaning up, the service must not outlive it (anvil has its own guard).
+// Should the demo die without cleaning up, the service must not outlive it (anvil and Alto have their own guards).
 process.once("exit", () => running.service?.kill("SIGKILL"));
 
 try {
@@ -402,6 +648,8 @@ try {
   await stopAll();
 } catch (err) {
   console.error(`\ndemo failed: ${(err as Error).message}`);
+  const bundlerOutput = running.bundler?.output();
+  if (bundlerOutput) console.error(`\nthe bundler's output:\n${bundlerOutput}`);
   const tail = serviceLogTail();
   if (tail) console.error(`\nlast lines of the service log:\n${tail}`);
   await stopAll();
