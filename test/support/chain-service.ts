@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import type { Address, Hex, LocalAccount } from "viem";
 import { encodeFunctionData } from "viem";
-import type { PackedUserOperation } from "viem/account-abstraction";
+import { entryPoint07Abi, type PackedUserOperation } from "viem/account-abstraction";
 import { createChainClient } from "../../src/chains/rpc.ts";
 import { PAYMASTER_GAS_LIMITS } from "../../src/paymaster/gas.ts";
 import type { TestApp } from "./app.ts";
@@ -154,4 +154,70 @@ export async function eventually<T>(
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error(`gave up waiting for ${what}`);
+}
+
+/** The paymaster's deposit in the EntryPoint: what every sponsored operation is paid from. */
+export function paymasterDeposit(chain: DevChain, stack: DevnetStack): Promise<bigint> {
+  return chain.publicClient.readContract({
+    address: stack.entryPoint,
+    abi: entryPoint07Abi,
+    functionName: "balanceOf",
+    args: [stack.paymaster],
+  });
+}
+
+/** GET /blockchain/chains/:chainId/parity as an operator reads it (the fields the tests check). */
+export interface ChainParity {
+  entryPointDeposit: string | null;
+  tanks: string;
+  openReservations: string;
+  promised: string;
+  depositCovers: boolean | null;
+  operations: number;
+  paidOnChain: string;
+  billed: string;
+  unattributed: string;
+  unattributedCount: number;
+  recentUnattributed: unknown[];
+  inSync: boolean;
+}
+
+export async function chainParity(
+  t: TestApp,
+  token: string,
+  chainId = DEVNET_CHAIN_ID,
+): Promise<ChainParity> {
+  const res = await t.request({ method: "GET", url: `/blockchain/chains/${chainId}/parity`, token });
+  assert.equal(res.statusCode, 200, res.body);
+  return res.json();
+}
+
+/**
+ * An operation from `owner`'s account calling `target` with `data`, authorized by the service for
+ * exactly its gas limits (estimatedGas = their total) and paying the most the authorization
+ * allows per gas (fees at its ceilings), as an honest client would build it.
+ */
+export async function authorizedUserOp(
+  t: TestApp,
+  p: Project,
+  chain: DevChain,
+  stack: DevnetStack,
+  owner: LocalAccount,
+  call: { target: Address; data: Hex; limits?: UserOpGas },
+): Promise<{ auth: Authorization; userOp: PackedUserOperation; userOpHash: Hex; sender: Address }> {
+  const limits = call.limits ?? devnetUserOpGas;
+  const { sender } = await accountOf(chain, stack, owner);
+  const auth = await authorize(t, p, {
+    user: sender,
+    target: call.target,
+    selector: call.data.slice(0, 10) as Hex,
+    estimatedGas: totalGas(limits),
+  });
+  const op = await userOpWith(chain, stack, owner, {
+    target: call.target,
+    data: call.data,
+    paymasterAndData: auth.paymasterAndData,
+    gas: gasFor(auth, limits),
+  });
+  return { auth, ...op };
 }
