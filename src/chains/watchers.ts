@@ -125,7 +125,10 @@ function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
       const totals = await paidTotals(db, chainId, paymaster, null).catch(() => null);
       if (totals === null) return { status: "degraded", detail: "could not read chain_operations" };
       return totals.unattributedWei === 0n
-        ? { status: "ok", detail: `${totals.operations} paid operations, all charged to gas tanks` }
+        ? {
+            status: "ok",
+            detail: `${totals.operations} paid operation${totals.operations === 1 ? "" : "s"}, all charged to gas tanks`,
+          }
         : {
             status: "degraded",
             detail: `unattributed spend: ${totals.unattributedWei} wei over ${totals.unattributedCount} operations paid by the paymaster but not charged to a tank`,
