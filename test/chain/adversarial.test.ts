@@ -31,25 +31,29 @@ import { entryPoint07Abi, type PackedUserOperation } from "viem/account-abstract
 import { privateKeyToAccount } from "viem/accounts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
 import { PAYMASTER_GAS_LIMITS } from "../../src/paymaster/gas.ts";
-import { type SettlementWatcher, settlementWatcher } from "../../src/settlement/watcher.ts";
+import type { SettlementWatcher } from "../../src/settlement/watcher.ts";
 import { seedProject, startTestApp, TEST_SIGNER_KEY, type TestApp } from "../support/app.ts";
-import { type DevChain, startChain } from "../support/chain/anvil.ts";
+import type { DevChain } from "../support/chain/anvil.ts";
 import {
   adversarialAccountAbi,
   bundleForwarderAbi,
   type DevnetStack,
   deployAdversarialAccount,
   deployBundleForwarder,
-  deployStack,
 } from "../support/chain/devnet.ts";
 import {
   type Authorization,
   allowlist,
+  authorize,
   balanceOf,
+  chainParity,
   MINT_SELECTOR,
   mintCall,
   type Project,
-  watcherClient,
+  paymasterDeposit,
+  type ServiceOnChain,
+  settlementWatcherOn,
+  startServiceOnChain,
 } from "../support/chain-service.ts";
 import { prefundTooLowGas } from "../support/gas-search.ts";
 import {
@@ -71,6 +75,7 @@ const TANK_WEI = parseEther("5");
 type Path = "handleOps" | "handleAggregatedOps" | "forwarder" | "forwarderAggregated";
 const PATHS: Path[] = ["handleOps", "handleAggregatedOps", "forwarder", "forwarderAggregated"];
 
+let service: ServiceOnChain;
 let chain: DevChain;
 let stack: DevnetStack;
 let forwarder: Address;
@@ -83,31 +88,17 @@ let depositAtStart: bigint;
 const landed: { userOpHash: Hex; chargedWei: bigint; txCostWei: bigint; what: string }[] = [];
 
 before(async () => {
-  chain = await startChain();
-  stack = await deployStack(chain, { signer: privateKeyToAccount(TEST_SIGNER_KEY).address });
+  service = await startServiceOnChain({ confirmations: 0, operator: OPERATOR });
+  ({ chain, stack, t } = service);
   forwarder = await deployBundleForwarder(chain);
-  t = await startTestApp({
-    env: {
-      CHAIN_14601_RPC_URL: chain.rpcUrl,
-      CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
-      CHAIN_14601_CONFIRMATIONS: "0",
-      OPERATOR_EMAILS: OPERATOR,
-    },
-    feeOracle: "chain",
-  });
   p = await seedProject(t);
   await allowlist(t, p, stack.gameItems, MINT_SELECTOR);
   await creditDeposit(t.db, { projectId: p.projectId, reference: "adversarial:tank", amountWei: TANK_WEI });
-  settlement = settlementWatcher({
-    db: t.db,
-    client: watcherClient(chain),
-    chainId: chain.chainId,
-    entryPoint: stack.entryPoint,
-    paymaster: stack.paymaster,
+  settlement = settlementWatcherOn(service, {
     confirmations: 0,
     startBlock: await chain.publicClient.getBlockNumber(),
   });
-  depositAtStart = await paymasterDeposit();
+  depositAtStart = await paymasterDeposit(chain, stack);
 });
 
 after(async () => {
@@ -117,20 +108,10 @@ after(async () => {
       console.log(`${l.what}: charged ${l.chargedWei} wei, transaction ${l.txCostWei} wei, ${ratio}×`);
     }
   }
-  await t?.close();
-  await chain?.stop();
+  await service?.stop();
 });
 
 const attacker = () => chain.wallets[2]!;
-
-function paymasterDeposit(): Promise<bigint> {
-  return chain.publicClient.readContract({
-    address: stack.entryPoint,
-    abi: entryPoint07Abi,
-    functionName: "balanceOf",
-    args: [stack.paymaster],
-  });
-}
 
 /** The next block will have the market's base fee (anvil would lower it after an empty block). */
 async function holdMarket(): Promise<void> {
@@ -142,21 +123,7 @@ async function authorizeFor(sender: Address, estimatedGas = ESTIMATED_GAS): Prom
   await holdMarket();
   await chain.testClient.mine({ blocks: 1 });
   await t.services.feeOracle.refresh();
-  const res = await t.request({
-    method: "POST",
-    url: "/sponsor/authorize",
-    token: p.apiKey,
-    payload: {
-      projectId: p.projectId,
-      user: sender,
-      target: stack.gameItems,
-      selector: MINT_SELECTOR,
-      estimatedGas: Number(estimatedGas),
-      chainId: chain.chainId,
-    },
-  });
-  assert.equal(res.statusCode, 200, res.body);
-  return res.json();
+  return authorize(t, p, { user: sender, target: stack.gameItems, selector: MINT_SELECTOR, estimatedGas });
 }
 
 /** The player's own operation, carrying the service's paymasterAndData; the account accepts any signature. */
@@ -182,40 +149,36 @@ async function submit(path: Path, userOps: PackedUserOperation[]): Promise<Trans
   const beneficiary = wallet.account.address;
   const tx = { maxFeePerGas: MARKET_BASE_FEE_WEI, maxPriorityFeePerGas: 0n, gas: 3_000_000n };
   const groups = [{ userOps, aggregator: zeroAddress, signature: "0x" as Hex }];
-  let hash: Hex;
-  if (path === "handleOps") {
-    hash = await wallet.writeContract({
-      address: stack.entryPoint,
-      abi: entryPoint07Abi,
-      functionName: "handleOps",
-      args: [userOps, beneficiary],
-      ...tx,
-    });
-  } else if (path === "handleAggregatedOps") {
-    hash = await wallet.writeContract({
-      address: stack.entryPoint,
-      abi: entryPoint07Abi,
-      functionName: "handleAggregatedOps",
-      args: [groups, beneficiary],
-      ...tx,
-    });
-  } else if (path === "forwarder") {
-    hash = await wallet.writeContract({
-      address: forwarder,
-      abi: bundleForwarderAbi,
-      functionName: "forwardHandleOps",
-      args: [stack.entryPoint, userOps, beneficiary],
-      ...tx,
-    });
-  } else {
-    hash = await wallet.writeContract({
-      address: forwarder,
-      abi: bundleForwarderAbi,
-      functionName: "forwardAggregatedOps",
-      args: [stack.entryPoint, groups, beneficiary],
-      ...tx,
-    });
-  }
+  const toEntryPoint = { address: stack.entryPoint, abi: entryPoint07Abi } as const;
+  const toForwarder = { address: forwarder, abi: bundleForwarderAbi } as const;
+  const hash =
+    path === "handleOps"
+      ? await wallet.writeContract({
+          ...toEntryPoint,
+          functionName: "handleOps",
+          args: [userOps, beneficiary],
+          ...tx,
+        })
+      : path === "handleAggregatedOps"
+        ? await wallet.writeContract({
+            ...toEntryPoint,
+            functionName: "handleAggregatedOps",
+            args: [groups, beneficiary],
+            ...tx,
+          })
+        : path === "forwarder"
+          ? await wallet.writeContract({
+              ...toForwarder,
+              functionName: "forwardHandleOps",
+              args: [stack.entryPoint, userOps, beneficiary],
+              ...tx,
+            })
+          : await wallet.writeContract({
+              ...toForwarder,
+              functionName: "forwardAggregatedOps",
+              args: [stack.entryPoint, groups, beneficiary],
+              ...tx,
+            });
   const receipt = await chain.publicClient.waitForTransactionReceipt({ hash });
   assert.equal(receipt.status, "success", `${path} transaction reverted`);
   return receipt;
@@ -280,7 +243,7 @@ async function settleAll() {
 /** Invariant 1: the deposit fell by exactly what the tanks were charged, and nothing is unattributed. */
 async function assertEveryWeiBilled() {
   await settleAll();
-  const depositDrop = depositAtStart - (await paymasterDeposit());
+  const depositDrop = depositAtStart - (await paymasterDeposit(chain, stack));
   const [billed] = await t.db.query<{ billed: string; paid: string }>(
     "SELECT COALESCE(sum(billed), 0)::text AS billed, COALESCE(sum(actual_gas_cost), 0)::text AS paid FROM chain_operations",
   );
@@ -297,17 +260,12 @@ async function assertEveryWeiBilled() {
     "SELECT COALESCE(sum(max_gas_cost), 0)::text AS reserved FROM sponsorships WHERE status = 'pending'",
   );
   assert.equal(await balanceOf(t, p), TANK_WEI - depositDrop - BigInt(open!.reserved));
-  const parity = await t.request({
-    method: "GET",
-    url: `/blockchain/chains/${chain.chainId}/parity`,
-    token: await t.token(OPERATOR),
-  });
-  assert.equal(parity.statusCode, 200, parity.body);
-  assert.equal(parity.json().unattributed, "0");
-  assert.equal(parity.json().paidOnChain, depositDrop.toString());
-  assert.equal(parity.json().billed, depositDrop.toString());
-  assert.equal(parity.json().entryPointDeposit, (depositAtStart - depositDrop).toString());
-  assert.equal(parity.json().inSync, true);
+  const parity = await chainParity(t, await t.token(OPERATOR));
+  assert.equal(parity.unattributed, "0");
+  assert.equal(parity.paidOnChain, depositDrop.toString());
+  assert.equal(parity.billed, depositDrop.toString());
+  assert.equal(parity.entryPointDeposit, (depositAtStart - depositDrop).toString());
+  assert.equal(parity.inSync, true);
 }
 
 /** Invariant 2: no operation cost its tank more than 3× its transaction's real cost. */
@@ -399,7 +357,7 @@ describe("fee extraction: the player as their own bundler and beneficiary", () =
       ["maxPriorityFeePerGas", { ...honest, maxPriorityFeePerGas: honest.maxPriorityFeePerGas + 1n }],
       ["total gas", { ...honest, preVerificationGas: honest.preVerificationGas + room + 1n }],
     ];
-    const depositBefore = await paymasterDeposit();
+    const depositBefore = await paymasterDeposit(chain, stack);
     for (const [what, gas] of variants) {
       const { userOp } = await attackerOp(account, auth, gas);
       const refused = await simulateHandleOps(
@@ -410,7 +368,7 @@ describe("fee extraction: the player as their own bundler and beneficiary", () =
       );
       assert.match(refused?.reason ?? "", /AA34/, `${what} above its ceiling`);
     }
-    assert.equal(await paymasterDeposit(), depositBefore);
+    assert.equal(await paymasterDeposit(chain, stack), depositBefore);
   });
 });
 

@@ -8,25 +8,28 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { type Hex, parseEther } from "viem";
-import { entryPoint07Abi } from "viem/account-abstraction";
-import { privateKeyToAccount } from "viem/accounts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
-import { type SettlementWatcher, settlementWatcher } from "../../src/settlement/watcher.ts";
-import { seedProject, startTestApp, TEST_SIGNER_KEY, type TestApp } from "../support/app.ts";
-import { type DevChain, startChain } from "../support/chain/anvil.ts";
-import { type DevnetStack, deployStack } from "../support/chain/devnet.ts";
+import type { SettlementWatcher } from "../../src/settlement/watcher.ts";
+import { seedProject, type TestApp } from "../support/app.ts";
+import type { DevChain } from "../support/chain/anvil.ts";
+import type { DevnetStack } from "../support/chain/devnet.ts";
 import { handleOps } from "../support/chain/userop.ts";
 import {
   allowlist,
   authorize,
   balanceOf,
+  type ChainParity,
+  chainParity,
   gasFor,
   MINT_SELECTOR,
   mintCall,
   type Project,
+  paymasterDeposit,
+  type ServiceOnChain,
+  settlementWatcherOn,
+  startServiceOnChain,
   totalGas,
   userOpWith,
-  watcherClient,
 } from "../support/chain-service.ts";
 import { randomAccount } from "../support/userop.ts";
 
@@ -34,6 +37,7 @@ const CONFIRMATIONS = 1;
 const OPERATOR = "ops@example.com";
 const TANK_WEI = parseEther("1");
 
+let service: ServiceOnChain;
 let chain: DevChain;
 let stack: DevnetStack;
 let t: TestApp;
@@ -42,49 +46,25 @@ let watcher: SettlementWatcher;
 let depositAtStart: bigint;
 
 before(async () => {
-  chain = await startChain();
-  stack = await deployStack(chain, { signer: privateKeyToAccount(TEST_SIGNER_KEY).address });
-  t = await startTestApp({
-    env: {
-      CHAIN_14601_RPC_URL: chain.rpcUrl,
-      CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
-      CHAIN_14601_CONFIRMATIONS: String(CONFIRMATIONS),
-      OPERATOR_EMAILS: OPERATOR,
-    },
-    feeOracle: "chain",
-  });
+  service = await startServiceOnChain({ confirmations: CONFIRMATIONS, operator: OPERATOR });
+  ({ chain, stack, t } = service);
   p = await seedProject(t);
   await allowlist(t, p, stack.gameItems, MINT_SELECTOR);
   await creditDeposit(t.db, { projectId: p.projectId, reference: "reorg:tank", amountWei: TANK_WEI });
-  watcher = settlementWatcher({
-    db: t.db,
-    client: watcherClient(chain),
-    chainId: chain.chainId,
-    entryPoint: stack.entryPoint,
-    paymaster: stack.paymaster,
+  watcher = settlementWatcherOn(service, {
     confirmations: CONFIRMATIONS,
     startBlock: await chain.publicClient.getBlockNumber(),
   });
-  depositAtStart = await paymasterDeposit();
+  depositAtStart = await paymasterDeposit(chain, stack);
 });
 
 after(async () => {
-  await t?.close();
-  await chain?.stop();
+  await service?.stop();
 });
 
 type Request = (args: { method: string; params: unknown[] }) => Promise<unknown>;
 const rpc = (method: string, params: unknown[]) =>
   (chain.publicClient.request as unknown as Request)({ method, params });
-
-function paymasterDeposit(): Promise<bigint> {
-  return chain.publicClient.readContract({
-    address: stack.entryPoint,
-    abi: entryPoint07Abi,
-    functionName: "balanceOf",
-    args: [stack.paymaster],
-  });
-}
 
 /** A sponsored mint, authorized by the service, on chain and confirmed; its raw transaction for re-inclusion. */
 async function sponsoredMint() {
@@ -115,18 +95,14 @@ async function sponsoredMint() {
 }
 
 async function parity() {
-  const res = await t.request({
-    method: "GET",
-    url: `/blockchain/chains/${chain.chainId}/parity`,
-    token: await t.token(OPERATOR),
-  });
-  assert.equal(res.statusCode, 200, res.body);
-  return res.json();
+  return (await chainParity(t, await t.token(OPERATOR))) as ChainParity & {
+    reorgs: { detected: number; unreconciled: number };
+  };
 }
 
 /** Paid on chain = billed = what left the paymaster's deposit, and the tank agrees. */
 async function assertExact() {
-  const drop = depositAtStart - (await paymasterDeposit());
+  const drop = depositAtStart - (await paymasterDeposit(chain, stack));
   const report = await parity();
   assert.equal(report.paidOnChain, drop.toString());
   assert.equal(report.billed, drop.toString());
@@ -143,14 +119,18 @@ describe("settlement under reorganisations deeper than the confirmation depth", 
     const { receipt } = await sponsoredMint();
     await watcher.tick();
     await assertExact();
-    assert.ok((await paymasterDeposit()) < depositAtStart, "the operation was paid");
+    assert.ok((await paymasterDeposit(chain, stack)) < depositAtStart, "the operation was paid");
 
     const head = await chain.publicClient.getBlockNumber();
     await rpc("anvil_reorg", [Number(head - receipt.blockNumber + 1n), []]);
     await chain.testClient.mine({ blocks: CONFIRMATIONS });
     const report = await watcher.tick();
     assert.equal(report.reorg?.compensated, 1);
-    assert.equal(await paymasterDeposit(), depositAtStart, "the chain gave the paymaster its deposit back");
+    assert.equal(
+      await paymasterDeposit(chain, stack),
+      depositAtStart,
+      "the chain gave the paymaster its deposit back",
+    );
     const after = await assertExact();
     assert.equal(after.reorgs.detected, 1);
     assert.equal(after.reorgs.unreconciled, 0);
@@ -176,7 +156,7 @@ describe("settlement under reorganisations deeper than the confirmation depth", 
       [auth.authorizationId.toLowerCase()],
     );
     assert.equal(row?.status, "success", "charged again from the new block");
-    assert.ok((await paymasterDeposit()) < depositAtStart);
+    assert.ok((await paymasterDeposit(chain, stack)) < depositAtStart);
     const after = await assertExact();
     assert.equal(after.reorgs.detected, 2);
     assert.equal(after.inSync, true);

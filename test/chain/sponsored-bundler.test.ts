@@ -16,27 +16,29 @@ import {
   type GetPaymasterDataParameters,
   type UserOperation,
 } from "viem/account-abstraction";
-import { privateKeyToAccount } from "viem/accounts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
 import { PAYMASTER_GAS_LIMITS } from "../../src/paymaster/gas.ts";
 import { stubPaymasterAndData } from "../../src/paymaster/layout.ts";
-import { settlementWatcher } from "../../src/settlement/watcher.ts";
-import { seedProject, startTestApp, TEST_SIGNER_KEY, type TestApp } from "../support/app.ts";
+import { seedProject, type TestApp } from "../support/app.ts";
 import { type Bundler, startBundler } from "../support/bundler.ts";
-import { type DevChain, startChain } from "../support/chain/anvil.ts";
-import { type DevnetStack, deployStack, gameItemsAbi } from "../support/chain/devnet.ts";
+import type { DevChain } from "../support/chain/anvil.ts";
+import { type DevnetStack, gameItemsAbi } from "../support/chain/devnet.ts";
 import {
   type Authorization,
   allowlist,
+  authorize,
   balanceOf,
   MINT_SELECTOR,
   type Project,
-  watcherClient,
+  type ServiceOnChain,
+  settlementWatcherOn,
+  startServiceOnChain,
 } from "../support/chain-service.ts";
 import { randomAccount } from "../support/userop.ts";
 
 const TANK_WEI = parseEther("2");
 
+let service: ServiceOnChain;
 let chain: DevChain;
 let stack: DevnetStack;
 let bundler: Bundler;
@@ -44,17 +46,9 @@ let t: TestApp;
 let p: Project;
 
 before(async () => {
-  chain = await startChain();
-  stack = await deployStack(chain, { signer: privateKeyToAccount(TEST_SIGNER_KEY).address });
+  service = await startServiceOnChain({ confirmations: 0 });
+  ({ chain, stack, t } = service);
   bundler = await startBundler({ rpcUrl: chain.rpcUrl, entryPoints: [stack.entryPoint] });
-  t = await startTestApp({
-    env: {
-      CHAIN_14601_RPC_URL: chain.rpcUrl,
-      CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
-      CHAIN_14601_CONFIRMATIONS: "0",
-    },
-    feeOracle: "chain",
-  });
   p = await seedProject(t);
   await allowlist(t, p, stack.gameItems, MINT_SELECTOR);
   await creditDeposit(t.db, { projectId: p.projectId, reference: "bundler:tank", amountWei: TANK_WEI });
@@ -62,8 +56,7 @@ before(async () => {
 
 after(async () => {
   await bundler?.stop();
-  await t?.close();
-  await chain?.stop();
+  await service?.stop();
 });
 
 const mint = (itemId: bigint) => ({
@@ -102,26 +95,17 @@ function servicePaymaster(authorizations: Authorization[]) {
         op.preVerificationGas +
         PAYMASTER_GAS_LIMITS.verificationGasLimit +
         PAYMASTER_GAS_LIMITS.postOpGasLimit;
-      const res = await t.request({
-        method: "POST",
-        url: "/sponsor/authorize",
-        token: p.apiKey,
-        payload: {
-          projectId: p.projectId,
-          user: op.sender,
-          target: stack.gameItems,
-          selector: MINT_SELECTOR,
-          estimatedGas: Number(estimatedGas),
-          chainId: chain.chainId,
-        },
+      const auth = await authorize(t, p, {
+        user: op.sender,
+        target: stack.gameItems,
+        selector: MINT_SELECTOR,
+        estimatedGas,
       });
-      assert.equal(res.statusCode, 200, res.body);
-      const auth: Authorization = res.json();
       authorizations.push(auth);
       const min = (a: bigint, b: bigint) => (a < b ? a : b);
       return {
         paymaster: stack.paymaster,
-        paymasterData: (res.json() as { paymasterData: Hex }).paymasterData,
+        paymasterData: auth.paymasterData,
         maxFeePerGas: min(op.maxFeePerGas, BigInt(auth.maxFeePerGas)),
         maxPriorityFeePerGas: min(op.maxPriorityFeePerGas, BigInt(auth.maxPriorityFeePerGas)),
       };
@@ -153,16 +137,7 @@ async function sendSponsored(owner = randomAccount(), itemId = 7n) {
 }
 
 async function settle() {
-  const watcher = settlementWatcher({
-    db: t.db,
-    client: watcherClient(chain),
-    chainId: chain.chainId,
-    entryPoint: stack.entryPoint,
-    paymaster: stack.paymaster,
-    confirmations: 0,
-    startBlock: 0n,
-  });
-  await watcher.tick();
+  await settlementWatcherOn(service, { confirmations: 0, startBlock: 0n }).tick();
 }
 
 describe("an honest operation through Alto, sponsored by the service", () => {

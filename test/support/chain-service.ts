@@ -6,11 +6,13 @@ import assert from "node:assert/strict";
 import type { Address, Hex, LocalAccount } from "viem";
 import { encodeFunctionData } from "viem";
 import { entryPoint07Abi, type PackedUserOperation } from "viem/account-abstraction";
+import { privateKeyToAccount } from "viem/accounts";
 import { createChainClient } from "../../src/chains/rpc.ts";
 import { PAYMASTER_GAS_LIMITS } from "../../src/paymaster/gas.ts";
-import type { TestApp } from "./app.ts";
-import { DEVNET_CHAIN_ID, type DevChain } from "./chain/anvil.ts";
-import { type DevnetStack, gameItemsAbi } from "./chain/devnet.ts";
+import { type SettlementWatcher, settlementWatcher } from "../../src/settlement/watcher.ts";
+import { startTestApp, TEST_SIGNER_KEY, type TestApp, type TestAppOptions } from "./app.ts";
+import { DEVNET_CHAIN_ID, type DevChain, startChain } from "./chain/anvil.ts";
+import { type DevnetStack, deployStack, gameItemsAbi } from "./chain/devnet.ts";
 import {
   accountInitCode,
   buildUserOp,
@@ -74,6 +76,8 @@ export async function allowlist(t: TestApp, p: Project, target: Address, selecto
 export interface Authorization {
   authorized: boolean;
   paymasterAndData: Hex;
+  paymaster: Address;
+  paymasterData: Hex;
   signature: Hex;
   validUntil: number;
   validAfter: number;
@@ -220,4 +224,59 @@ export async function authorizedUserOp(
     gas: gasFor(auth, limits),
   });
   return { auth, ...op };
+}
+
+export interface ServiceOnChain {
+  chain: DevChain;
+  stack: DevnetStack;
+  t: TestApp;
+  stop(): Promise<void>;
+}
+
+/**
+ * A fresh anvil with the sponsorship stack (paymaster signer = the test app's key) and the
+ * service configured for it: fees read from the chain, the given confirmation depth, and
+ * `operator` allowed to read chain parity.
+ */
+export async function startServiceOnChain(options: {
+  confirmations: number;
+  operator?: string;
+  now?: TestAppOptions["now"];
+}): Promise<ServiceOnChain> {
+  const chain = await startChain();
+  const stack = await deployStack(chain, { signer: privateKeyToAccount(TEST_SIGNER_KEY).address });
+  const t = await startTestApp({
+    env: {
+      CHAIN_14601_RPC_URL: chain.rpcUrl,
+      CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
+      CHAIN_14601_CONFIRMATIONS: String(options.confirmations),
+      ...(options.operator ? { OPERATOR_EMAILS: options.operator } : {}),
+    },
+    feeOracle: "chain",
+    now: options.now,
+  });
+  return {
+    chain,
+    stack,
+    t,
+    async stop() {
+      await t.close();
+      await chain.stop();
+    },
+  };
+}
+
+/** The service's settlement watcher for a test chain, driven by hand with tick(). */
+export function settlementWatcherOn(
+  s: Pick<ServiceOnChain, "chain" | "stack" | "t">,
+  options: { confirmations: number; startBlock: bigint; releaseMarginSec?: number },
+): SettlementWatcher {
+  return settlementWatcher({
+    db: s.t.db,
+    client: watcherClient(s.chain),
+    chainId: s.chain.chainId,
+    entryPoint: s.stack.entryPoint,
+    paymaster: s.stack.paymaster,
+    ...options,
+  });
 }
