@@ -19,7 +19,7 @@ import {
 } from "viem";
 import { entryPoint07Address } from "viem/account-abstraction";
 import { sponsorPaymasterAbi } from "../../../src/paymaster/abi.ts";
-import { PAYMASTER_GAS_LIMITS, type PaymasterGasLimits } from "../../../src/paymaster/gas.ts";
+import { PAYMASTER_GAS_LIMITS } from "../../../src/paymaster/gas.ts";
 
 export { PAYMASTER_GAS_LIMITS, sponsorPaymasterAbi };
 
@@ -32,12 +32,6 @@ export const CREATE2_DEPLOYER_ADDRESS: Address = "0x4e59b44847b379578588920ca78f
 
 /** The salt the EntryPoint v0.7 release was deployed with on every public chain. */
 export const ENTRY_POINT_V07_SALT: Hex = "0x90d8084deab30c2a37c45e8d47f49f2f7965183cb6990a98943ef94940681de3";
-
-/**
- * @deprecated The service's limits live in src/paymaster/gas.ts (PAYMASTER_GAS_LIMITS); this
- * alias keeps older test files compiling until they import that directly.
- */
-export const SPONSOR_PAYMASTER_GAS_LIMITS: PaymasterGasLimits = PAYMASTER_GAS_LIMITS;
 
 export const gameItemsAbi = parseAbi([
   "function mint(uint256 itemId)",
