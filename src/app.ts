@@ -16,6 +16,8 @@ import { installAuthentication } from "./identity/authenticate.ts";
 import { parityRoutes } from "./ledger/routes.ts";
 import { orgRoutes } from "./orgs/routes.ts";
 import { projectRoutes } from "./projects/routes.ts";
+import { rpcRoutes } from "./rpc/routes.ts";
+import { stripUrlKey } from "./rpc/url-key.ts";
 import { settlementRoutes } from "./settlement/routes.ts";
 import { sponsorRoutes } from "./sponsor/routes.ts";
 
@@ -41,6 +43,8 @@ export async function buildApp({
     requestIdHeader: false,
     return503OnClosing: true,
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
+    // API keys carried in URLs (?apikey=, for EIP-5792 wallets) leave the URL before anything logs it.
+    rewriteUrl: (req) => stripUrlKey(req),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // JSON only: any other body type is refused with 415 instead of reaching a handler as text.
@@ -93,6 +97,7 @@ export async function buildApp({
     parityRoutes,
     settlementRoutes,
     sponsorRoutes,
+    rpcRoutes,
   ]) {
     await app.register(routes, { services });
   }

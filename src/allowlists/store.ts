@@ -75,3 +75,24 @@ interface Row {
 function toEntry(r: Row): AllowlistEntry {
   return { ...r, created_at: r.created_at.toISOString() };
 }
+
+/**
+ * The index of the first call whose (target, selector) is not an enabled entry of the project's
+ * allowlist, or null when all are. A read for the ERC-7677 stub, which reserves nothing; the
+ * reservation checks again in its own statement.
+ */
+export async function firstNotAllowlisted(
+  db: Queryable,
+  projectId: string,
+  calls: { target: string; selector: string }[],
+): Promise<number | null> {
+  if (calls.length === 0) return null;
+  const rows = await db.query<{ target_contract: string; function_selector: string }>(
+    `SELECT target_contract, function_selector FROM allowlist_entries
+     WHERE project_id = $1 AND enabled AND target_contract = ANY($2::text[]) AND function_selector = ANY($3::text[])`,
+    [projectId, calls.map((c) => c.target), calls.map((c) => c.selector)],
+  );
+  const allowed = new Set(rows.map((r) => `${r.target_contract}:${r.function_selector}`));
+  const missing = calls.findIndex((c) => !allowed.has(`${c.target}:${c.selector}`));
+  return missing === -1 ? null : missing;
+}

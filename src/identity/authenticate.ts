@@ -17,6 +17,8 @@ const MAX_CREDENTIAL_LENGTH = 8192;
 export function installAuthentication(app: FastifyInstance, services: Services) {
   app.decorateRequest("principal", null);
   app.addHook("onRequest", async (request) => {
+    // A route that speaks another protocol (JSON-RPC at /rpc) authenticates in its own terms.
+    if (request.routeOptions.config?.ownAuthentication) return;
     request.principal = await principalOf(request, services);
     if (request.principal?.kind === "apiKey") {
       await services.rateLimiter.consume(request.principal.keyId, request.principal.rateLimit);
@@ -48,6 +50,13 @@ async function principalOf(request: FastifyRequest, services: Services): Promise
     throw new ApiError(401, "unauthorized", "the access token is invalid or expired", wwwAuthenticate);
   const developerId = await resolveDeveloper(services.db, identity);
   return { kind: "developer", developerId, email: identity.email };
+}
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** The route authenticates and rate-limits the caller itself. */
+    ownAuthentication?: boolean;
+  }
 }
 
 const wwwAuthenticate = { "www-authenticate": 'Bearer realm="gas-sponsorship"' };

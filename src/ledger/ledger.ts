@@ -30,12 +30,17 @@ export interface Reservation {
   response: string | null;
   /** The service's clock when authorize decided (ms); the reservation's time. */
   requestedAtMs: number;
+  /**
+   * A whole-operation authorization (ERC-7677) lists every call of the operation, each of which
+   * must be allowlisted; `target`/`selector` are then its first call. Absent: a call authorization.
+   */
+  calls?: { target: string; selector: string }[];
 }
 
 export type ReserveOutcome =
   | { kind: "reserved" }
   | { kind: "replay"; requestDigest: string | null; response: string | null }
-  | { kind: "not_allowlisted" }
+  | { kind: "not_allowlisted"; callIndex: number }
   | { kind: "insufficient_balance" }
   | { kind: "daily_cap_exceeded" };
 
@@ -74,23 +79,27 @@ export async function reserveMany(
     valid_after: r.validAfterSec,
     valid_until: r.validUntilSec,
     response: r.response,
+    mode: r.calls ? "operation" : "call",
+    calls: r.calls ?? null,
   }));
   const rows = await db.query<{
     idx: number;
     outcome: string;
     stored_digest: string | null;
     stored_response: string | null;
-  }>("SELECT idx, outcome, stored_digest, stored_response FROM reserve_sponsorships($1, $2::jsonb, $3)", [
-    projectId,
-    JSON.stringify(payload),
-    new Date(nowMs),
-  ]);
+    call_index: number | null;
+  }>(
+    "SELECT idx, outcome, stored_digest, stored_response, call_index FROM reserve_sponsorships($1, $2::jsonb, $3)",
+    [projectId, JSON.stringify(payload), new Date(nowMs)],
+  );
   const outcomes: ReserveOutcome[] = new Array(items.length);
   for (const row of rows) {
     outcomes[row.idx] =
       row.outcome === "replay"
         ? { kind: "replay", requestDigest: row.stored_digest, response: row.stored_response }
-        : { kind: row.outcome as Exclude<ReserveOutcome["kind"], "replay"> };
+        : row.outcome === "not_allowlisted"
+          ? { kind: "not_allowlisted", callIndex: row.call_index ?? 0 }
+          : { kind: row.outcome as Exclude<ReserveOutcome["kind"], "replay" | "not_allowlisted"> };
   }
   assert.ok(outcomes.every(Boolean), "every reservation gets an outcome");
   return outcomes;

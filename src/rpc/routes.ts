@@ -1,0 +1,235 @@
+/**
+ * `POST /rpc`: the ERC-7677 paymaster web service, JSON-RPC 2.0, so that viem's
+ * `createPaymasterClient`, permissionless and EIP-5792 wallets use the service with no glue.
+ *
+ * This route speaks JSON-RPC end to end: authentication (the API key in `Authorization: Bearer`
+ * or, for wallets that only take a URL, `?apikey=`), rate limiting, malformed bodies and every
+ * refusal come back as JSON-RPC errors with HTTP 200, never as problem+json and never as a 500.
+ * CORS is open here, and only here: wallets call it from web pages.
+ */
+import { Type } from "@sinclair/typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { scopeAllows } from "../access/roles.ts";
+import { firstNotAllowlisted } from "../allowlists/store.ts";
+import { KEY_PREFIX } from "../api-keys/format.ts";
+import type { RoutePlugin, Services } from "../context.ts";
+import { ApiError } from "../http/problem.ts";
+import { type OperationDeps, sponsorOperation, stubOperation } from "../sponsor/operation.ts";
+import { feeCeilings } from "../sponsor/pricing.ts";
+import {
+  failure,
+  type JsonRpcId,
+  parseRequest,
+  RPC_CODES,
+  rpcCodeFor,
+  rpcError,
+  success,
+} from "./json-rpc.ts";
+import { urlKeyOf } from "./url-key.ts";
+import { parseSponsorParams } from "./user-operation.ts";
+
+export const RPC_BODY_LIMIT_BYTES = 96 * 1024;
+
+const METHODS = ["pm_getPaymasterStubData", "pm_getPaymasterData"] as const;
+
+const CORS = {
+  "access-control-allow-origin": "*",
+  "access-control-allow-methods": "POST, OPTIONS",
+  "access-control-allow-headers": "authorization, content-type",
+  "access-control-max-age": "600",
+};
+
+const RpcBody = Type.Object(
+  {
+    jsonrpc: Type.Literal("2.0"),
+    id: Type.Union([Type.String(), Type.Integer(), Type.Null()]),
+    method: Type.Union(METHODS.map((m) => Type.Literal(m))),
+    params: Type.Array(Type.Unknown(), {
+      description:
+        "[userOperation (EntryPoint v0.7/v0.8 JSON-RPC form), entryPoint, chainId (hex), context ({projectId?})]",
+    }),
+  },
+  { description: "One JSON-RPC 2.0 request (batches are refused)" },
+);
+
+const RpcResponse = Type.Object(
+  {
+    jsonrpc: Type.Literal("2.0"),
+    id: Type.Union([Type.String(), Type.Integer(), Type.Null()]),
+    result: Type.Optional(Type.Unknown()),
+    error: Type.Optional(
+      Type.Object({
+        code: Type.Integer(),
+        message: Type.String(),
+        data: Type.Object({ code: Type.String({ description: "The same stable code as the REST API's" }) }),
+      }),
+    ),
+  },
+  { description: "JSON-RPC 2.0 response; errors are answered with HTTP 200 too" },
+);
+
+export const rpcRoutes: RoutePlugin = async (app, { services }) => {
+  // This plugin's own body handling: the raw text, so that bad JSON is a JSON-RPC parse error.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "string", bodyLimit: RPC_BODY_LIMIT_BYTES }, (_req, body, done) =>
+    done(null, body),
+  );
+  app.setErrorHandler((err, request, reply) => {
+    const tooLarge = (err as { code?: string }).code === "FST_ERR_CTP_BODY_TOO_LARGE";
+    if (!tooLarge) request.log.error({ err }, "unhandled error on /rpc");
+    const error = tooLarge
+      ? rpcError(
+          RPC_CODES.invalidRequest,
+          "payload_too_large",
+          `the body is larger than ${RPC_BODY_LIMIT_BYTES} bytes`,
+        )
+      : rpcError(
+          RPC_CODES.internal,
+          "internal_error",
+          "an internal error occurred; quote the x-request-id to support",
+        );
+    return sendRpc(reply, failure(null, error));
+  });
+
+  const deps = operationDeps(services);
+
+  app.options("/rpc", { schema: { hide: true } }, async (_request, reply) =>
+    reply.code(204).headers(CORS).send(),
+  );
+
+  app.post(
+    "/rpc",
+    {
+      config: { ownAuthentication: true },
+      // The schema documents the request; the handler parses it, so that every failure is JSON-RPC.
+      validatorCompiler: () => () => true,
+      schema: {
+        tags: ["sponsorship"],
+        summary: "ERC-7677 paymaster service: pm_getPaymasterStubData, pm_getPaymasterData",
+        description:
+          "JSON-RPC 2.0. The project's API key in `Authorization: Bearer gsk_…` or as `?apikey=gsk_…` (for EIP-5792 wallets; never logged).",
+        security: [{ bearer: [] }],
+        body: RpcBody,
+        response: { 200: RpcResponse },
+      },
+    },
+    async (request, reply) => {
+      const parsed = parseRequest(typeof request.body === "string" ? request.body : "");
+      if (parsed.kind === "error") return sendRpc(reply, failure(parsed.id, parsed.error));
+      const { id, method, params } = parsed.request;
+      try {
+        const projectId = await authenticate(services, request);
+        if (!(METHODS as readonly string[]).includes(method)) {
+          return sendRpc(
+            reply,
+            failure(id, rpcError(RPC_CODES.methodNotFound, "method_not_found", `unknown method ${method}`)),
+          );
+        }
+        const p = parseSponsorParams(params);
+        if (p.kind === "invalid") {
+          return sendRpc(reply, failure(id, rpcError(RPC_CODES.invalidParams, "invalid_params", p.detail)));
+        }
+        if (p.params.context.projectId !== undefined && p.params.context.projectId !== projectId) {
+          return sendRpc(
+            reply,
+            failure(
+              id,
+              rpcError(RPC_CODES.unauthorized, "unauthorized", "this API key belongs to another project"),
+            ),
+          );
+        }
+        const req = { projectId, apiKeyId: keyIdOf(request), ...p.params };
+        const outcome =
+          method === "pm_getPaymasterStubData"
+            ? await stubOperation(deps, req)
+            : await sponsorOperation(deps, req);
+        if (outcome.kind === "refused") {
+          const extra = outcome.callIndex === undefined ? {} : { callIndex: outcome.callIndex };
+          return sendRpc(
+            reply,
+            failure(id, rpcError(rpcCodeFor(outcome.code), outcome.code, outcome.detail, extra)),
+          );
+        }
+        // A final answer is stored for replays as the result's exact text.
+        const body =
+          outcome.kind === "stub"
+            ? success(id, outcome.result)
+            : `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${outcome.body}}`;
+        return sendRpc(reply, body);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        const extra = err.headers["retry-after"] ? { retryAfterSec: Number(err.headers["retry-after"]) } : {};
+        return sendRpc(reply, failure(id, rpcError(rpcCodeFor(err.code), err.code, err.message, extra)));
+      }
+    },
+  );
+};
+
+function sendRpc(reply: FastifyReply, body: string) {
+  return reply.code(200).headers(CORS).type("application/json").send(body);
+}
+
+/**
+ * The project of the API key in the Authorization header or the URL; ApiError otherwise. A
+ * developer token is refused: the paymaster service is for a project's key.
+ */
+async function authenticate(services: Services, request: FastifyRequest): Promise<string> {
+  const header = request.headers.authorization;
+  const fromHeader = header?.startsWith("Bearer ") ? header.slice(7) : undefined;
+  const presented = fromHeader ?? urlKeyOf(request.raw);
+  if (!presented)
+    throw new ApiError(401, "unauthorized", "an API key is required (Authorization: Bearer, or ?apikey=)");
+  if (!presented.startsWith(KEY_PREFIX))
+    throw new ApiError(401, "unauthorized", "the paymaster service takes a project's API key");
+  const key = await services.apiKeys.resolve(presented);
+  if (!key) throw new ApiError(401, "unauthorized", "the API key is invalid or revoked");
+  await services.rateLimiter.consume(key.id, key.rateLimit);
+  if (!scopeAllows(key.scopes, "sponsor:authorize")) {
+    throw new ApiError(
+      403,
+      "forbidden",
+      `this API key's scopes (${key.scopes.join(", ")}) do not allow sponsoring`,
+    );
+  }
+  request.principal = {
+    kind: "apiKey",
+    keyId: key.id,
+    projectId: key.projectId,
+    scopes: key.scopes,
+    rateLimit: key.rateLimit,
+  };
+  return key.projectId;
+}
+
+function keyIdOf(request: FastifyRequest): number | null {
+  return request.principal?.kind === "apiKey" ? request.principal.keyId : null;
+}
+
+function operationDeps(services: Services): OperationDeps {
+  const { db, config } = services;
+  return {
+    config,
+    signer: services.signer,
+    reservations: services.reservations,
+    feeCeilings(chainId) {
+      const reading = services.feeOracle.current(chainId);
+      const chain = config.chains.find((c) => c.chainId === chainId);
+      return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
+    },
+    refreshFees: () => services.feeOracle.refresh(),
+    async project(projectId) {
+      const rows = await db.query<{ name: string; ttl: number; balance: string }>(
+        "SELECT name, validity_ttl_sec AS ttl, gas_tank_balance::text AS balance FROM projects WHERE id = $1",
+        [projectId],
+      );
+      const r = rows[0];
+      return r
+        ? { name: r.name, ttlSec: r.ttl, balanceWei: BigInt(r.balance) }
+        : { name: "", ttlSec: 300, balanceWei: 0n };
+    },
+    firstNotAllowlisted: (projectId, calls) => firstNotAllowlisted(db, projectId, calls),
+    now: services.now,
+  };
+}
+
+export type { JsonRpcId };

@@ -1,0 +1,354 @@
+/**
+ * Sponsoring a whole user operation (ERC-7677): the use case behind `pm_getPaymasterStubData`
+ * and `pm_getPaymasterData`. Unlike `POST /sponsor/authorize`, the service sees the operation,
+ * so it decides on all of it: every call its account will make is decoded (accounts/calls.ts) and
+ * must be allowlisted, its fees are checked against the chain's market, the reservation is the
+ * operation's own maximum cost, and the signature (a mode 1 authorization) binds every field of
+ * the operation but its signature, so nothing can be changed after signing.
+ *
+ * The stub decides the same way but reserves nothing; the final call reserves once per operation:
+ * its idempotency key is the operation itself, so a wallet that asks twice for the same
+ * operation gets the same answer, byte for byte, and one reservation.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { type Address, bytesToHex, concatHex, type Hex, numberToHex } from "viem";
+import { type DecodedCall, decodeCalls } from "../accounts/calls.ts";
+import type { ChainConfig, Config } from "../config.ts";
+import type { ReservationBatcher } from "../ledger/batcher.ts";
+import { operationSponsorshipDigest, type SponsoredOperation } from "../paymaster/digest.ts";
+import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
+import {
+  encodeOperationPaymasterAndData,
+  PAYMASTER_DATA_OFFSET,
+  stubPaymasterAndData,
+} from "../paymaster/layout.ts";
+import { MAX_ESTIMATED_GAS } from "./policy.ts";
+import type { FeeCeilings } from "./pricing.ts";
+import type { Signer } from "./signer.ts";
+
+/** A user operation as ERC-7677 carries it (EntryPoint v0.7 / v0.8 fields), parsed to numbers. */
+export interface OperationFields {
+  sender: Address;
+  nonce: bigint;
+  factory: Address | null;
+  factoryData: Hex;
+  callData: Hex;
+  callGasLimit: bigint;
+  verificationGasLimit: bigint;
+  preVerificationGas: bigint;
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+  paymasterVerificationGasLimit: bigint | null;
+  paymasterPostOpGasLimit: bigint | null;
+}
+
+export interface OperationRequest {
+  projectId: string;
+  apiKeyId: number | null;
+  chainId: number;
+  entryPoint: Address;
+  userOp: OperationFields;
+}
+
+export interface StubResult {
+  paymaster: Address;
+  paymasterData: Hex;
+  paymasterVerificationGasLimit: Hex;
+  paymasterPostOpGasLimit: Hex;
+  isFinal: false;
+  sponsor: { name: string };
+}
+
+export type Refusal = {
+  kind: "refused";
+  /** The HTTP status the REST API would answer for the same refusal. */
+  status: 400 | 402 | 403 | 503;
+  code: string;
+  detail: string;
+  callIndex?: number;
+};
+
+export type StubOutcome = { kind: "stub"; result: StubResult } | Refusal;
+export type FinalOutcome = { kind: "sponsored"; body: string; replayed: boolean } | Refusal;
+
+export interface OperationDeps {
+  config: Pick<Config, "chains" | "clockSkewSec">;
+  signer: Signer;
+  reservations: ReservationBatcher;
+  feeCeilings(chainId: number): FeeCeilings | null;
+  /** Reads the chain's fees now instead of from the cache (the oracle may trail the client). */
+  refreshFees(): Promise<void>;
+  project(projectId: string): Promise<{ name: string; ttlSec: number; balanceWei: bigint }>;
+  firstNotAllowlisted(projectId: string, calls: DecodedCall[]): Promise<number | null>;
+  now(): number;
+}
+
+/**
+ * A client's fees are accepted up to twice the market's ceilings: viem doubles its own estimate
+ * for bundlers' fee prechecks, and in a whole-operation authorization the fees are the client's
+ * (the reservation is the operation's own maximum cost). The configured ceiling still bounds all.
+ */
+export const OPERATION_FEE_TOLERANCE = 2n;
+
+export async function stubOperation(deps: OperationDeps, req: OperationRequest): Promise<StubOutcome> {
+  const checked = await checkOperation(deps, req, { final: false });
+  if (checked.kind === "refused") return checked;
+  const nowSec = Math.floor(deps.now() / 1000);
+  const data = stubPaymasterAndData({
+    paymaster: checked.paymaster,
+    mode: "operation",
+    gas: PAYMASTER_GAS_LIMITS,
+    validUntilSec: nowSec + checked.project.ttlSec,
+    validAfterSec: nowSec - deps.config.clockSkewSec,
+  });
+  return {
+    kind: "stub",
+    result: {
+      paymaster: checked.paymaster,
+      paymasterData: paymasterDataOf(data),
+      paymasterVerificationGasLimit: numberToHex(PAYMASTER_GAS_LIMITS.verificationGasLimit),
+      paymasterPostOpGasLimit: numberToHex(PAYMASTER_GAS_LIMITS.postOpGasLimit),
+      isFinal: false,
+      sponsor: { name: checked.project.name },
+    },
+  };
+}
+
+export async function sponsorOperation(deps: OperationDeps, req: OperationRequest): Promise<FinalOutcome> {
+  const checked = await checkOperation(deps, req, { final: true });
+  if (checked.kind === "refused") return checked;
+  const { userOp } = req;
+  const nowMs = deps.now();
+  const nowSec = Math.floor(nowMs / 1000);
+  const terms = {
+    validAfterSec: Math.max(0, nowSec - deps.config.clockSkewSec),
+    validUntilSec: nowSec + checked.project.ttlSec,
+    authId: bytesToHex(randomBytes(32)),
+  };
+  const domain = { chainId: req.chainId, paymaster: checked.paymaster };
+  const packed = packOperation(userOp);
+  const signature = deps.signer.signDigest(
+    operationSponsorshipDigest(domain, PAYMASTER_GAS_LIMITS, packed, terms),
+  );
+  const paymasterAndData = encodeOperationPaymasterAndData(domain, PAYMASTER_GAS_LIMITS, terms, signature);
+  const body = JSON.stringify({
+    paymaster: checked.paymaster,
+    paymasterData: paymasterDataOf(paymasterAndData),
+  });
+  // The operation is its own idempotency key: asking again for it replays this answer.
+  const opKey = operationKey(req);
+  const first = checked.calls[0]!;
+  const outcome = await deps.reservations.reserve({
+    projectId: req.projectId,
+    clientNonce: `op:${opKey.slice(0, 64)}`,
+    requestDigest: opKey,
+    authId: terms.authId,
+    apiKeyId: req.apiKeyId,
+    chainId: req.chainId,
+    sender: userOp.sender.toLowerCase(),
+    target: first.target,
+    selector: first.selector,
+    estimatedGas: checked.totalGas,
+    maxGasCostWei: checked.maxCostWei,
+    maxFeePerGasWei: userOp.maxFeePerGas,
+    maxPriorityFeePerGasWei: userOp.maxPriorityFeePerGas,
+    paymaster: checked.paymaster.toLowerCase(),
+    validAfterSec: terms.validAfterSec,
+    validUntilSec: terms.validUntilSec,
+    response: body,
+    requestedAtMs: nowMs,
+    calls: checked.calls.map((c) => ({ target: c.target, selector: c.selector })),
+  });
+  switch (outcome.kind) {
+    case "reserved":
+      return { kind: "sponsored", body, replayed: false };
+    case "replay":
+      // The key is a digest of the whole operation, so a replay is always of the same one.
+      return { kind: "sponsored", body: outcome.response ?? body, replayed: true };
+    case "not_allowlisted":
+      return notAllowlisted(checked.calls, outcome.callIndex);
+    case "insufficient_balance":
+      return refuse(402, "insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
+    case "daily_cap_exceeded":
+      return refuse(402, "daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
+  }
+}
+
+interface Checked {
+  kind: "checked";
+  paymaster: Address;
+  calls: DecodedCall[];
+  project: { name: string; ttlSec: number; balanceWei: bigint };
+  totalGas: bigint;
+  maxCostWei: bigint;
+}
+
+/** Everything both calls decide, in order: chain and entry point, the calls, fees, gas, the tank. */
+async function checkOperation(
+  deps: OperationDeps,
+  req: OperationRequest,
+  { final }: { final: boolean },
+): Promise<Checked | Refusal> {
+  const chain = deps.config.chains.find((c) => c.chainId === req.chainId && c.active);
+  if (!chain) return refuse(400, "unsupported_chain", `chain ${req.chainId} is not supported`);
+  const paymaster = paymasterFor(chain, req.entryPoint);
+  if (!paymaster) {
+    return refuse(
+      400,
+      "unsupported_entry_point",
+      `entry point ${req.entryPoint} is not served on chain ${chain.chainId}`,
+    );
+  }
+  const decoded = decodeCalls(req.userOp.callData);
+  if (decoded.kind === "refused") {
+    return {
+      kind: "refused",
+      status: 400,
+      code: decoded.code,
+      detail: decoded.detail,
+      callIndex: decoded.callIndex,
+    };
+  }
+  const { calls } = decoded;
+  if (calls.length === 0) return refuse(400, "unsupported_call", "the operation makes no call");
+  const { userOp } = req;
+  let feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
+  if (feeRefusal?.code === "fee_above_ceiling") {
+    // The client read the chain after the oracle's last refresh (the priority fee moves fast on
+    // a busy chain): before refusing, look again.
+    await deps.refreshFees();
+    feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
+  }
+  if (feeRefusal) return feeRefusal;
+  const gasRefusal = checkPaymasterGas(userOp);
+  if (gasRefusal) return gasRefusal;
+  const missing = await deps.firstNotAllowlisted(req.projectId, calls);
+  if (missing !== null) return notAllowlisted(calls, missing);
+  const totalGas =
+    userOp.verificationGasLimit +
+    userOp.callGasLimit +
+    userOp.preVerificationGas +
+    PAYMASTER_GAS_LIMITS.verificationGasLimit +
+    PAYMASTER_GAS_LIMITS.postOpGasLimit;
+  if (totalGas > MAX_ESTIMATED_GAS) {
+    return refuse(
+      400,
+      "invalid_params",
+      `the operation's gas limits add up to more than ${MAX_ESTIMATED_GAS}`,
+    );
+  }
+  const maxCostWei = totalGas * userOp.maxFeePerGas;
+  const project = await deps.project(req.projectId);
+  // Before estimation the gas limits are not known yet; an empty tank is refused at once.
+  if (project.balanceWei === 0n || project.balanceWei < maxCostWei) {
+    return refuse(402, "insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
+  }
+  return { kind: "checked", paymaster, calls, project, totalGas, maxCostWei };
+}
+
+function checkFees(
+  ceilings: FeeCeilings | null,
+  chain: ChainConfig,
+  userOp: OperationFields,
+  final: boolean,
+): Refusal | null {
+  if (!ceilings) {
+    return refuse(503, "fee_oracle_stale", `no recent fee reading for chain ${chain.chainId}; retry shortly`);
+  }
+  const maxFee = min(ceilings.maxFeePerGasWei * OPERATION_FEE_TOLERANCE, chain.maxFeePerGasWei);
+  const maxPriority = min(ceilings.maxPriorityFeePerGasWei * OPERATION_FEE_TOLERANCE, maxFee);
+  if (userOp.maxFeePerGas > maxFee || userOp.maxPriorityFeePerGas > maxPriority) {
+    return refuse(
+      400,
+      "fee_above_ceiling",
+      `fees above what the chain charges now: maxFeePerGas ${userOp.maxFeePerGas} (≤ ${maxFee}), maxPriorityFeePerGas ${userOp.maxPriorityFeePerGas} (≤ ${maxPriority})`,
+    );
+  }
+  if (final && (userOp.maxFeePerGas === 0n || userOp.callGasLimit + userOp.verificationGasLimit === 0n)) {
+    return refuse(400, "invalid_params", "the final call needs the operation's gas limits and fees");
+  }
+  return null;
+}
+
+/** The paymaster's limits are the service's own: a client may omit them, not change them. */
+function checkPaymasterGas(userOp: OperationFields): Refusal | null {
+  const v = userOp.paymasterVerificationGasLimit;
+  const p = userOp.paymasterPostOpGasLimit;
+  if (
+    (v !== null && v !== PAYMASTER_GAS_LIMITS.verificationGasLimit) ||
+    (p !== null && p !== PAYMASTER_GAS_LIMITS.postOpGasLimit)
+  ) {
+    return refuse(
+      400,
+      "invalid_params",
+      `paymasterVerificationGasLimit must be ${numberToHex(PAYMASTER_GAS_LIMITS.verificationGasLimit)} and paymasterPostOpGasLimit ${numberToHex(PAYMASTER_GAS_LIMITS.postOpGasLimit)} (from pm_getPaymasterStubData)`,
+    );
+  }
+  return null;
+}
+
+/** The paymaster serving `entryPoint` on the chain, if any. */
+function paymasterFor(chain: ChainConfig, entryPoint: Address): Address | null {
+  if (chain.paymaster && chain.entryPoint.toLowerCase() === entryPoint.toLowerCase()) return chain.paymaster;
+  return null;
+}
+
+/** The operation as the EntryPoint packs it, without paymasterAndData and signature. */
+export function packOperation(userOp: OperationFields): SponsoredOperation {
+  return {
+    sender: userOp.sender,
+    nonce: userOp.nonce,
+    initCode: userOp.factory ? concatHex([userOp.factory, userOp.factoryData]) : "0x",
+    callData: userOp.callData,
+    accountGasLimits: concatHex([
+      numberToHex(userOp.verificationGasLimit, { size: 16 }),
+      numberToHex(userOp.callGasLimit, { size: 16 }),
+    ]),
+    preVerificationGas: userOp.preVerificationGas,
+    gasFees: concatHex([
+      numberToHex(userOp.maxPriorityFeePerGas, { size: 16 }),
+      numberToHex(userOp.maxFeePerGas, { size: 16 }),
+    ]),
+  };
+}
+
+/** A digest of everything that makes the operation this operation (and where it runs). */
+function operationKey(req: OperationRequest): string {
+  const p = packOperation(req.userOp);
+  const parts = [
+    req.projectId,
+    req.chainId,
+    req.entryPoint.toLowerCase(),
+    p.sender.toLowerCase(),
+    p.nonce,
+    p.initCode.toLowerCase(),
+    p.callData.toLowerCase(),
+    p.accountGasLimits,
+    p.preVerificationGas,
+    p.gasFees,
+  ];
+  return createHash("sha256").update(parts.join("|")).digest("hex");
+}
+
+function paymasterDataOf(paymasterAndData: Hex): Hex {
+  return `0x${paymasterAndData.slice(2 + PAYMASTER_DATA_OFFSET * 2)}`;
+}
+
+function notAllowlisted(calls: DecodedCall[], index: number): Refusal {
+  const call = calls[index]!;
+  return {
+    kind: "refused",
+    status: 403,
+    code: "not_allowlisted",
+    detail: `call ${index} (${call.target}, ${call.selector}) is not allowlisted`,
+    callIndex: index,
+  };
+}
+
+function refuse(status: Refusal["status"], code: string, detail: string): Refusal {
+  return { kind: "refused", status, code, detail };
+}
+
+function min(a: bigint, b: bigint): bigint {
+  return a < b ? a : b;
+}
