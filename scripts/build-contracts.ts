@@ -18,6 +18,7 @@ export const SOLC_VERSION = "0.8.37";
 /** The contracts that get an artifact, by source unit (relative to the repository root). */
 export const CONTRACT_SOURCES = {
   SponsorPaymaster: "contracts/SponsorPaymaster.sol",
+  SponsorPaymasterV08: "contracts/SponsorPaymasterV08.sol",
   GameItems: "contracts/test/GameItems.sol",
   ValueForwarder: "contracts/test/ValueForwarder.sol",
   AdversarialAccount: "contracts/test/AdversarialAccount.sol",
@@ -25,6 +26,31 @@ export const CONTRACT_SOURCES = {
 } as const;
 
 export type ContractName = keyof typeof CONTRACT_SOURCES;
+
+/**
+ * One compilation per EntryPoint version. The paymaster's logic lives once, in
+ * contracts/SponsorPaymasterCore.sol, whose imports name `@account-abstraction/contracts/` (the
+ * v0.7 release). The v0.8 build remaps that prefix to the v0.8 release installed under the alias
+ * `@account-abstraction/contracts-v08`, so the same core compiles against v0.8's BasePaymaster
+ * and PackedUserOperation. Remappings are per compilation, not per file (a unit imported from
+ * two builds resolves its imports once), hence two compilations.
+ *
+ * Both builds take OpenZeppelin from the root install (5.0.2, pinned): the v0.8 release asks for
+ * ^5.1.0 for its EntryPoint (ReentrancyGuardTransient), which is deployed from the release
+ * artifact, not compiled here; what its BasePaymaster uses (Ownable2Step, IERC165) is in 5.0.2.
+ */
+export const CONTRACT_BUILDS: readonly { name: string; remappings: string[]; contracts: ContractName[] }[] = [
+  {
+    name: "EntryPoint v0.7",
+    remappings: [],
+    contracts: ["SponsorPaymaster", "GameItems", "ValueForwarder", "AdversarialAccount", "BundleForwarder"],
+  },
+  {
+    name: "EntryPoint v0.8",
+    remappings: ["@account-abstraction/contracts/=@account-abstraction/contracts-v08/"],
+    contracts: ["SponsorPaymasterV08"],
+  },
+];
 
 export interface Artifact {
   abi: unknown[];
@@ -62,21 +88,31 @@ export function compileContracts(): Record<ContractName, Artifact> {
   if (!version.startsWith(`${SOLC_VERSION}+`)) {
     throw new Error(`expected solc ${SOLC_VERSION}, found ${version}`);
   }
+  const artifacts = {} as Record<ContractName, Artifact>;
+  for (const build of CONTRACT_BUILDS) Object.assign(artifacts, compileBuild(build));
+  const missing = (Object.keys(CONTRACT_SOURCES) as ContractName[]).filter((name) => !artifacts[name]);
+  if (missing.length > 0) throw new Error(`in no build: ${missing.join(", ")}`);
+  return artifacts;
+}
+
+function compileBuild(build: (typeof CONTRACT_BUILDS)[number]): Partial<Record<ContractName, Artifact>> {
   const sources = Object.fromEntries(
-    Object.values(CONTRACT_SOURCES).map((unit) => [
-      unit,
-      { content: readFileSync(join(ROOT, unit), "utf8") },
-    ]),
+    build.contracts.map((name) => {
+      const unit = CONTRACT_SOURCES[name];
+      return [unit, { content: readFileSync(join(ROOT, unit), "utf8") }];
+    }),
   );
-  const input = { language: "Solidity", sources, settings: compilerSettings };
+  const settings = { ...compilerSettings, remappings: build.remappings };
+  const input = { language: "Solidity", sources, settings };
   const output: SolcOutput = JSON.parse(solc.compile(JSON.stringify(input), { import: readImport }));
 
   const errors = (output.errors ?? []).filter((e) => e.severity === "error");
-  if (errors.length > 0) throw new Error(errors.map((e) => e.formattedMessage).join("\n"));
-
-  const artifacts = {} as Record<ContractName, Artifact>;
-  for (const [name, unit] of Object.entries(CONTRACT_SOURCES) as [ContractName, string][]) {
-    const compiled = output.contracts[unit]?.[name];
+  if (errors.length > 0) {
+    throw new Error(`${build.name}:\n${errors.map((e) => e.formattedMessage).join("\n")}`);
+  }
+  const artifacts: Partial<Record<ContractName, Artifact>> = {};
+  for (const name of build.contracts) {
+    const compiled = output.contracts[CONTRACT_SOURCES[name]]?.[name];
     if (!compiled) throw new Error(`solc produced no output for ${name}`);
     artifacts[name] = { abi: compiled.abi, bytecode: `0x${compiled.evm.bytecode.object}` };
   }

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: GPL-3.0
+pragma solidity ^0.8.23;
+
+// Resolved against EntryPoint v0.7's package, or v0.8's in the v0.8 build (see the NatSpec below).
+import {BasePaymaster} from "@account-abstraction/contracts/core/BasePaymaster.sol";
+import {_packValidationData} from "@account-abstraction/contracts/core/Helpers.sol";
+import {IEntryPoint} from "@account-abstraction/contracts/interfaces/IEntryPoint.sol";
+import {PackedUserOperation} from "@account-abstraction/contracts/interfaces/PackedUserOperation.sol";
+import {UserOperationLib} from "@account-abstraction/contracts/core/UserOperationLib.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+
+/**
+ * @title SponsorPaymasterCore (authorization version 2), shared by every EntryPoint build
+ * @notice Pays for a user operation when the sponsorship service signed an authorization for it.
+ *
+ * The player is treated as an adversary who controls the account's code, every field of the
+ * operation and possibly the bundler, so an authorization binds everything that decides what this
+ * paymaster pays. There are two kinds, both EIP-712 in the domain
+ * `{name: "SponsorPaymaster", version: "2", chainId, verifyingContract: this}`:
+ *
+ * - Mode 0, call authorization (`CallSponsorship`): given before the operation exists. It binds the
+ *   sender, the contract and function the account calls through SimpleAccount's
+ *   `execute(address,uint256,bytes)`, a ceiling on the operation's total gas, ceilings on
+ *   `maxFeePerGas` and `maxPriorityFeePerGas`, this paymaster's own two gas limits, a window and a
+ *   single-use id. Sender, target and selector are read from the operation, not carried.
+ *   (v0.8's SimpleAccount and Simple7702Account inherit the same `execute` from BaseAccount.)
+ *
+ *   CallSponsorship(address sender,address target,bytes4 selector,uint256 maxTotalGas,
+ *     uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,
+ *     uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)
+ *
+ * - Mode 1, whole-operation authorization (`OperationSponsorship`): given for an operation the
+ *   service has seen (ERC-7677). It binds every field of the operation except its signature;
+ *   byte strings by their keccak256, the paymaster's gas limits as read from `paymasterAndData`.
+ *   `initCodeHash` is the initCode's hash as the EntryPoint's own userOpHash takes it: each build
+ *   says which (`_operationInitCodeHash`; on v0.8 an EIP-7702 operation binds its delegate).
+ *
+ *   OperationSponsorship(address sender,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,
+ *     bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,
+ *     uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,
+ *     uint48 validAfter,bytes32 authId)
+ *
+ * `paymasterAndData` (byte offsets; integers big-endian):
+ *
+ *   [0:20)    paymaster address                    (read by the EntryPoint)
+ *   [20:36)   paymasterVerificationGasLimit uint128 (read by the EntryPoint, signed)
+ *   [36:52)   paymasterPostOpGasLimit uint128       (read by the EntryPoint, signed; 0 in practice)
+ *   [52]      mode uint8: 0 = call authorization, 1 = whole-operation authorization
+ *   [53:59)   validUntil uint48
+ *   [59:65)   validAfter uint48
+ *   [65:97)   authId bytes32
+ *   mode 0 only:
+ *   [97:113)  maxTotalGas uint128
+ *   [113:129) maxFeePerGas ceiling uint128
+ *   [129:145) maxPriorityFeePerGas ceiling uint128
+ *   last 65   signature (r, s, v) by `signer()` over the EIP-712 digest
+ *
+ * Mode 0 is 210 bytes long and mode 1 is 162; any other length or mode reverts.
+ *
+ * Outcomes: malformed input reverts with a custom error (the EntryPoint reports AA33). An
+ * operation outside its ceilings or not signed by the signer is reported as a failed signature
+ * (AA34), so that a bundler estimating gas with a stub and generous limits sees a signature
+ * failure instead of a revert. The window is returned to the EntryPoint, which enforces it (AA32).
+ *
+ * Attribution: validation records `userOpHashOf[authId] = userOpHash` and emits `SponsorshipUsed`.
+ * Both happen in the validation phase, so they stand whatever happens later in the bundle (the
+ * call reverts, the EntryPoint takes the whole prefund on its prefund-too-low path) and whichever
+ * entry submitted the operation (handleOps, handleAggregatedOps, a contract in between).
+ * Validation returns an empty context, so the EntryPoint never calls postOp.
+ *
+ * The paymaster reads and writes its own storage during validation (signer, used ids), so under
+ * the ERC-7562 rules a public bundler only accepts it once it is staked in the EntryPoint.
+ *
+ * One source, one build per EntryPoint: the imports above name the v0.7 package, and
+ * scripts/build-contracts.ts compiles this file a second time with that package's prefix
+ * remapped to the v0.8 release (for SponsorPaymasterV08.sol), so both builds run the very same
+ * validation on their own BasePaymaster and PackedUserOperation.
+ */
+abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
+    /// The fields of a call authorization, in the order of its EIP-712 type.
+    struct CallSponsorship {
+        address sender;
+        address target;
+        bytes4 selector;
+        uint256 maxTotalGas;
+        uint256 maxFeePerGas;
+        uint256 maxPriorityFeePerGas;
+        uint256 paymasterVerificationGasLimit;
+        uint256 paymasterPostOpGasLimit;
+        uint48 validUntil;
+        uint48 validAfter;
+        bytes32 authId;
+    }
+
+    /// What every authorization carries in `paymasterAndData`, whatever its mode.
+    struct Terms {
+        uint8 mode;
+        uint48 validUntil;
+        uint48 validAfter;
+        bytes32 authId;
+    }
+
+    bytes32 public constant CALL_SPONSORSHIP_TYPEHASH = keccak256(
+        "CallSponsorship(address sender,address target,bytes4 selector,uint256 maxTotalGas,uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)"
+    );
+    bytes32 public constant OPERATION_SPONSORSHIP_TYPEHASH = keccak256(
+        "OperationSponsorship(address sender,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)"
+    );
+
+    uint8 public constant MODE_CALL = 0;
+    uint8 public constant MODE_OPERATION = 1;
+
+    /// SimpleAccount's `execute(address dest, uint256 value, bytes func)`.
+    bytes4 private constant EXECUTE_SELECTOR = bytes4(keccak256("execute(address,uint256,bytes)"));
+
+    uint256 private constant MODE_OFFSET = PAYMASTER_DATA_OFFSET; // 52
+    uint256 private constant VALID_UNTIL_OFFSET = MODE_OFFSET + 1; // 53
+    uint256 private constant VALID_AFTER_OFFSET = VALID_UNTIL_OFFSET + 6; // 59
+    uint256 private constant AUTH_ID_OFFSET = VALID_AFTER_OFFSET + 6; // 65
+    uint256 private constant TERMS_END = AUTH_ID_OFFSET + 32; // 97
+    uint256 private constant MAX_TOTAL_GAS_OFFSET = TERMS_END; // 97
+    uint256 private constant MAX_FEE_OFFSET = MAX_TOTAL_GAS_OFFSET + 16; // 113
+    uint256 private constant MAX_PRIORITY_FEE_OFFSET = MAX_FEE_OFFSET + 16; // 129
+    uint256 private constant CEILINGS_END = MAX_PRIORITY_FEE_OFFSET + 16; // 145
+    uint256 private constant SIGNATURE_LENGTH = 65;
+    uint256 private constant CALL_DATA_LENGTH = CEILINGS_END + SIGNATURE_LENGTH; // 210
+    uint256 private constant OPERATION_DATA_LENGTH = TERMS_END + SIGNATURE_LENGTH; // 162
+
+    address private _signer;
+
+    /// The operation that consumed each authorization id; zero while unused. An id never becomes free again.
+    mapping(bytes32 authId => bytes32 userOpHash) public userOpHashOf;
+
+    event SignerChanged(address indexed previousSigner, address indexed newSigner);
+    /// Emitted during validation: authorization `authId` pays for operation `userOpHash` of `sender`.
+    event SponsorshipUsed(bytes32 indexed authId, bytes32 indexed userOpHash, address indexed sender);
+
+    error ZeroSigner();
+    error MalformedPaymasterData(uint256 length);
+    error InvalidWindow(uint48 validAfter, uint48 validUntil);
+    error AuthorizationUsed(bytes32 authId);
+    error NotExecuteCall();
+    error MalformedCallData();
+    error MissingSelector();
+
+    constructor(IEntryPoint entryPoint_, address signer_) BasePaymaster(entryPoint_) EIP712("SponsorPaymaster", "2") {
+        _setSigner(signer_);
+    }
+
+    /// @notice The key whose EIP-712 signatures this paymaster honours.
+    function signer() external view returns (address) {
+        return _signer;
+    }
+
+    /// @notice Rotates the signing key. Authorizations signed by the previous key stop validating at once.
+    function setSigner(address newSigner) external onlyOwner {
+        _setSigner(newSigner);
+    }
+
+    /// @notice Whether an authorization id was consumed (kept from version 1; see `userOpHashOf`).
+    function usedAuthIds(bytes32 authId) external view returns (bool) {
+        return userOpHashOf[authId] != bytes32(0);
+    }
+
+    /// @notice The full EIP-712 digest of a call authorization (mode 0) in this paymaster's domain.
+    function getCallHash(CallSponsorship calldata sponsorship) external view returns (bytes32) {
+        return _hashTypedDataV4(_callStructHash(sponsorship));
+    }
+
+    /**
+     * @notice The full EIP-712 digest of a whole-operation authorization (mode 1) for `userOp`.
+     * The paymaster's gas limits are read from `userOp.paymasterAndData[20:52]`; its signature and
+     * the rest of `paymasterAndData` are not part of the digest.
+     */
+    function getOperationHash(PackedUserOperation calldata userOp, uint48 validUntil, uint48 validAfter, bytes32 authId)
+        external
+        view
+        returns (bytes32)
+    {
+        if (userOp.paymasterAndData.length < PAYMASTER_DATA_OFFSET) {
+            revert MalformedPaymasterData(userOp.paymasterAndData.length);
+        }
+        return _hashTypedDataV4(_operationStructHash(userOp, validUntil, validAfter, authId));
+    }
+
+    /**
+     * The `initCodeHash` a whole-operation authorization binds: the hash of the initCode exactly as
+     * this build's EntryPoint puts it into the userOpHash, so that what the service signed and what
+     * the account signed describe the same deployment (or, on v0.8, the same EIP-7702 delegate).
+     */
+    function _operationInitCodeHash(PackedUserOperation calldata userOp) internal view virtual returns (bytes32);
+
+    function _validatePaymasterUserOp(PackedUserOperation calldata userOp, bytes32 userOpHash, uint256)
+        internal
+        override
+        returns (bytes memory context, uint256 validationData)
+    {
+        bytes calldata paymasterAndData = userOp.paymasterAndData;
+        Terms memory terms = _parseTerms(paymasterAndData);
+
+        // Consume the id and record the link before anything can fail softly: a refused operation
+        // makes the EntryPoint revert the whole bundle, which undoes both.
+        if (userOpHashOf[terms.authId] != bytes32(0)) revert AuthorizationUsed(terms.authId);
+        userOpHashOf[terms.authId] = userOpHash;
+        emit SponsorshipUsed(terms.authId, userOpHash, userOp.sender);
+
+        bytes32 digest;
+        bool withinCeilings = true;
+        if (terms.mode == MODE_CALL) {
+            CallSponsorship memory sponsorship = _callSponsorshipOf(userOp, terms);
+            withinCeilings = _withinCeilings(userOp, sponsorship);
+            digest = _hashTypedDataV4(_callStructHash(sponsorship));
+        } else {
+            digest = _hashTypedDataV4(_operationStructHash(userOp, terms.validUntil, terms.validAfter, terms.authId));
+        }
+
+        bytes calldata signature = paymasterAndData[paymasterAndData.length - SIGNATURE_LENGTH:];
+        (address recovered, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, signature);
+        bool sigFailed = !withinCeilings || err != ECDSA.RecoverError.NoError || recovered != _signer;
+
+        // An empty context tells the EntryPoint not to call postOp: nothing is left to do after execution.
+        context = "";
+        validationData = _packValidationData(sigFailed, terms.validUntil, terms.validAfter);
+    }
+
+    /// Checks the length against the mode and the window; the EntryPoint owns bytes [0:52).
+    function _parseTerms(bytes calldata paymasterAndData) private pure returns (Terms memory terms) {
+        uint256 length = paymasterAndData.length;
+        if (length <= MODE_OFFSET) revert MalformedPaymasterData(length);
+        terms.mode = uint8(paymasterAndData[MODE_OFFSET]);
+        if (terms.mode == MODE_CALL) {
+            if (length != CALL_DATA_LENGTH) revert MalformedPaymasterData(length);
+        } else if (terms.mode == MODE_OPERATION) {
+            if (length != OPERATION_DATA_LENGTH) revert MalformedPaymasterData(length);
+        } else {
+            revert MalformedPaymasterData(length);
+        }
+        terms.validUntil = uint48(bytes6(paymasterAndData[VALID_UNTIL_OFFSET:VALID_AFTER_OFFSET]));
+        terms.validAfter = uint48(bytes6(paymasterAndData[VALID_AFTER_OFFSET:AUTH_ID_OFFSET]));
+        terms.authId = bytes32(paymasterAndData[AUTH_ID_OFFSET:TERMS_END]);
+        // The EntryPoint reads validUntil == 0 as "forever"; an authorization always ends.
+        if (terms.validUntil <= terms.validAfter) revert InvalidWindow(terms.validAfter, terms.validUntil);
+    }
+
+    /// The call authorization this operation would need: what it does, and the ceilings it carries.
+    function _callSponsorshipOf(PackedUserOperation calldata userOp, Terms memory terms)
+        private
+        pure
+        returns (CallSponsorship memory s)
+    {
+        bytes calldata paymasterAndData = userOp.paymasterAndData;
+        (s.target, s.selector) = _executeTarget(userOp.callData);
+        s.sender = userOp.sender;
+        s.maxTotalGas = uint128(bytes16(paymasterAndData[MAX_TOTAL_GAS_OFFSET:MAX_FEE_OFFSET]));
+        s.maxFeePerGas = uint128(bytes16(paymasterAndData[MAX_FEE_OFFSET:MAX_PRIORITY_FEE_OFFSET]));
+        s.maxPriorityFeePerGas = uint128(bytes16(paymasterAndData[MAX_PRIORITY_FEE_OFFSET:CEILINGS_END]));
+        (s.paymasterVerificationGasLimit, s.paymasterPostOpGasLimit) = _paymasterGasLimits(paymasterAndData);
+        s.validUntil = terms.validUntil;
+        s.validAfter = terms.validAfter;
+        s.authId = terms.authId;
+    }
+
+    /**
+     * The EntryPoint's prefund is every gas limit times maxFeePerGas, so bounding the sum of the
+     * limits and the fee bounds what this paymaster can be charged. The EntryPoint has already
+     * refused any of these values above 2^120, so the sum cannot overflow.
+     */
+    function _withinCeilings(PackedUserOperation calldata userOp, CallSponsorship memory s)
+        private
+        pure
+        returns (bool)
+    {
+        (uint256 verificationGasLimit, uint256 callGasLimit) = UserOperationLib.unpackUints(userOp.accountGasLimits);
+        (uint256 maxPriorityFeePerGas, uint256 maxFeePerGas) = UserOperationLib.unpackUints(userOp.gasFees);
+        uint256 totalGas = verificationGasLimit + callGasLimit + userOp.preVerificationGas
+            + s.paymasterVerificationGasLimit + s.paymasterPostOpGasLimit;
+        return totalGas <= s.maxTotalGas && maxFeePerGas <= s.maxFeePerGas
+            && maxPriorityFeePerGas <= s.maxPriorityFeePerGas;
+    }
+
+    function _callStructHash(CallSponsorship memory s) private pure returns (bytes32) {
+        // Two halves keep the expression within the legacy code generator's stack; the
+        // concatenation of two static encodings is the encoding of all twelve words.
+        return keccak256(
+            bytes.concat(
+                abi.encode(CALL_SPONSORSHIP_TYPEHASH, s.sender, s.target, s.selector, s.maxTotalGas, s.maxFeePerGas),
+                abi.encode(
+                    s.maxPriorityFeePerGas,
+                    s.paymasterVerificationGasLimit,
+                    s.paymasterPostOpGasLimit,
+                    s.validUntil,
+                    s.validAfter,
+                    s.authId
+                )
+            )
+        );
+    }
+
+    function _operationStructHash(
+        PackedUserOperation calldata userOp,
+        uint48 validUntil,
+        uint48 validAfter,
+        bytes32 authId
+    ) private view returns (bytes32) {
+        (uint256 verificationGasLimit, uint256 postOpGasLimit) = _paymasterGasLimits(userOp.paymasterAndData);
+        return keccak256(
+            bytes.concat(
+                abi.encode(
+                    OPERATION_SPONSORSHIP_TYPEHASH,
+                    userOp.sender,
+                    userOp.nonce,
+                    _operationInitCodeHash(userOp),
+                    keccak256(userOp.callData),
+                    userOp.accountGasLimits,
+                    userOp.preVerificationGas
+                ),
+                abi.encode(userOp.gasFees, verificationGasLimit, postOpGasLimit, validUntil, validAfter, authId)
+            )
+        );
+    }
+
+    function _paymasterGasLimits(bytes calldata paymasterAndData)
+        private
+        pure
+        returns (uint256 verificationGasLimit, uint256 postOpGasLimit)
+    {
+        verificationGasLimit = uint128(bytes16(paymasterAndData[PAYMASTER_VALIDATION_GAS_OFFSET:PAYMASTER_POSTOP_GAS_OFFSET]));
+        postOpGasLimit = uint128(bytes16(paymasterAndData[PAYMASTER_POSTOP_GAS_OFFSET:PAYMASTER_DATA_OFFSET]));
+    }
+
+    /**
+     * Reads `dest` and the first four bytes of `func` out of `execute(dest, value, func)` calldata,
+     * following the same head/tail offsets the account's ABI decoder will follow, so what is
+     * checked here is what the account will call.
+     */
+    function _executeTarget(bytes calldata callData) private pure returns (address target, bytes4 selector) {
+        if (callData.length < 100 || bytes4(callData[:4]) != EXECUTE_SELECTOR) revert NotExecuteCall();
+        uint256 destWord = uint256(bytes32(callData[4:36]));
+        if (destWord >> 160 != 0) revert MalformedCallData();
+        target = address(uint160(destWord));
+
+        // The offset of `func` counts from the first argument, just after the 4-byte selector.
+        uint256 funcOffset = uint256(bytes32(callData[68:100]));
+        if (funcOffset > callData.length || 4 + funcOffset + 32 > callData.length) revert MalformedCallData();
+        uint256 funcStart = 4 + funcOffset + 32;
+        uint256 funcLength = uint256(bytes32(callData[4 + funcOffset:funcStart]));
+        if (funcLength > callData.length - funcStart) revert MalformedCallData();
+        if (funcLength < 4) revert MissingSelector();
+        selector = bytes4(callData[funcStart:funcStart + 4]);
+    }
+
+    function _setSigner(address newSigner) private {
+        if (newSigner == address(0)) revert ZeroSigner();
+        emit SignerChanged(_signer, newSigner);
+        _signer = newSigner;
+    }
+}
