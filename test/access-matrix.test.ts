@@ -132,6 +132,17 @@ const ROUTES: RouteCase[] = [
     expect: row([403, 403, 403, 403, 200, 403, 403, 403, 401]),
   },
   {
+    // JSON-RPC answers HTTP 200 to everyone; who may sponsor is in the JSON-RPC result or error
+    // (test/rpc.test.ts checks those).
+    name: "POST /rpc",
+    request: () => ({
+      method: "POST",
+      url: "/rpc",
+      payload: { jsonrpc: "2.0", id: 1, method: "pm_getPaymasterStubData", params: [] },
+    }),
+    expect: PUBLIC,
+  },
+  {
     name: "GET /orgs",
     request: () => ({ method: "GET", url: "/orgs" }),
     expect: row([200, 200, 200, 200, 200, 403, 403, 403, 401]),

@@ -148,6 +148,27 @@ describe("ERC-7677 at POST /rpc", () => {
     assert.ok(!t.logs.some((line) => line.includes(p.apiKey.slice(4, 20))));
   });
 
+  it("the stub names the sponsor from the project's settings (name and icon)", async () => {
+    const icon = "data:image/png;base64,iVBORw0KGgo=";
+    const patch = await t.request({
+      method: "PATCH",
+      url: `/projects/${p.projectId}`,
+      token: p.ownerToken,
+      payload: { sponsorIcon: icon },
+    });
+    assert.equal(patch.statusCode, 200, patch.body);
+    assert.equal(patch.json().sponsor_icon, icon);
+    const bad = await t.request({
+      method: "PATCH",
+      url: `/projects/${p.projectId}`,
+      token: p.ownerToken,
+      payload: { sponsorIcon: "javascript:alert(1)" },
+    });
+    assert.equal(bad.statusCode, 400);
+    const { body } = await rpc("pm_getPaymasterStubData", params());
+    assert.deepEqual(body.result.sponsor, { name: "Test project", icon });
+  });
+
   it("answers CORS preflight on /rpc", async () => {
     const res = await t.app.inject({ method: "OPTIONS", url: "/rpc" });
     assert.equal(res.statusCode, 204);

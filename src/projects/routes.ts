@@ -25,6 +25,9 @@ const Project = Type.Object(
     gas_tank_balance: Wei,
     daily_cap: Type.Union([Wei, Type.Null()]),
     validity_ttl_sec: Type.Integer(),
+    sponsor_icon: Type.Union([Type.String(), Type.Null()], {
+      description: "Icon shown to wallets as the sponsor (ERC-7677 `sponsor.icon`)",
+    }),
     created_at: Timestamp,
   },
   { $id: "Project" },
@@ -100,13 +103,24 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
       schema: {
         tags,
         security: bearer,
-        summary: "Change a project's name, daily cap (wei, null for none) or validity TTL (admin or owner)",
+        summary:
+          "Change a project's name, daily cap (wei, null for none), validity TTL or sponsor icon (admin or owner)",
         params: ProjectParams,
         body: Type.Object(
           {
             name: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
             dailyCap: Type.Optional(Type.Union([Wei, Type.Null()])),
             validityTtlSec: Type.Optional(Type.Integer({ minimum: 30, maximum: 3600 })),
+            sponsorIcon: Type.Optional(
+              Type.Union([
+                Type.String({
+                  maxLength: 4096,
+                  pattern: "^(https://[!-~]+|data:image/(png|jpeg|webp|svg\\+xml);base64,[A-Za-z0-9+/=]+)$",
+                  description: "A https URL or a data:image URI (base64); null removes it",
+                }),
+                Type.Null(),
+              ]),
+            ),
           },
           { additionalProperties: false, minProperties: 1 },
         ),
@@ -115,11 +129,12 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:update");
-      const { name, dailyCap, validityTtlSec } = request.body;
+      const { name, dailyCap, validityTtlSec, sponsorIcon } = request.body;
       const updated = await updateProject(db, request.params.id, {
         name,
         dailyCapWei: dailyCap === undefined ? undefined : dailyCap === null ? null : BigInt(dailyCap),
         validityTtlSec,
+        sponsorIcon,
       });
       return updated ?? Promise.reject(notFound("project"));
     },

@@ -11,6 +11,8 @@ export interface ProjectRecord {
   gas_tank_balance: string;
   daily_cap: string | null;
   validity_ttl_sec: number;
+  /** Shown to wallets as the sponsor's icon (ERC-7677); a https URL or a data:image URI. */
+  sponsor_icon: string | null;
   created_at: string;
 }
 
@@ -20,7 +22,7 @@ export type ProjectListItem = Pick<
 >;
 
 const COLUMNS =
-  "id, name, owner, org_id, deposit_address, gas_tank_balance, daily_cap, validity_ttl_sec, created_at";
+  "id, name, owner, org_id, deposit_address, gas_tank_balance, daily_cap, validity_ttl_sec, sponsor_icon, created_at";
 
 export const HOME_CHAIN_ID = 14601;
 
@@ -76,6 +78,7 @@ export interface ProjectPatch {
   name?: string;
   dailyCapWei?: bigint | null;
   validityTtlSec?: number;
+  sponsorIcon?: string | null;
 }
 
 export async function updateProject(
@@ -92,6 +95,7 @@ export async function updateProject(
   if (patch.name !== undefined) set("name", patch.name);
   if (patch.dailyCapWei !== undefined) set("daily_cap", patch.dailyCapWei?.toString() ?? null);
   if (patch.validityTtlSec !== undefined) set("validity_ttl_sec", patch.validityTtlSec);
+  if (patch.sponsorIcon !== undefined) set("sponsor_icon", patch.sponsorIcon);
   if (sets.length === 0) return getProject(db, id);
   const rows = await db.query<Row>(
     `UPDATE projects SET ${sets.join(", ")} WHERE id = $1 RETURNING ${COLUMNS}`,
@@ -109,6 +113,7 @@ interface Row {
   gas_tank_balance: string;
   daily_cap: string | null;
   validity_ttl_sec: number;
+  sponsor_icon: string | null;
   created_at: Date;
 }
 
@@ -122,6 +127,7 @@ function toRecord(r: Row): ProjectRecord {
     gas_tank_balance: String(r.gas_tank_balance),
     daily_cap: r.daily_cap === null ? null : String(r.daily_cap),
     validity_ttl_sec: r.validity_ttl_sec,
+    sponsor_icon: r.sponsor_icon,
     created_at: r.created_at.toISOString(),
   };
 }

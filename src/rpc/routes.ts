@@ -218,14 +218,15 @@ function operationDeps(services: Services): OperationDeps {
     },
     refreshFees: () => services.feeOracle.refresh(),
     async project(projectId) {
-      const rows = await db.query<{ name: string; ttl: number; balance: string }>(
-        "SELECT name, validity_ttl_sec AS ttl, gas_tank_balance::text AS balance FROM projects WHERE id = $1",
+      const rows = await db.query<{ name: string; icon: string | null; ttl: number; balance: string }>(
+        `SELECT name, sponsor_icon AS icon, validity_ttl_sec AS ttl, gas_tank_balance::text AS balance
+         FROM projects WHERE id = $1`,
         [projectId],
       );
       const r = rows[0];
       return r
-        ? { name: r.name, ttlSec: r.ttl, balanceWei: BigInt(r.balance) }
-        : { name: "", ttlSec: 300, balanceWei: 0n };
+        ? { name: r.name, icon: r.icon, ttlSec: r.ttl, balanceWei: BigInt(r.balance) }
+        : { name: "", icon: null, ttlSec: 300, balanceWei: 0n };
     },
     firstNotAllowlisted: (projectId, calls) => firstNotAllowlisted(db, projectId, calls),
     now: services.now,

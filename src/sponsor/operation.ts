@@ -42,6 +42,13 @@ export interface OperationFields {
   paymasterPostOpGasLimit: bigint | null;
 }
 
+export interface ProjectTerms {
+  name: string;
+  icon: string | null;
+  ttlSec: number;
+  balanceWei: bigint;
+}
+
 export interface OperationRequest {
   projectId: string;
   apiKeyId: number | null;
@@ -56,7 +63,7 @@ export interface StubResult {
   paymasterVerificationGasLimit: Hex;
   paymasterPostOpGasLimit: Hex;
   isFinal: false;
-  sponsor: { name: string };
+  sponsor: { name: string; icon?: string };
 }
 
 export type Refusal = {
@@ -78,7 +85,7 @@ export interface OperationDeps {
   feeCeilings(chainId: number): FeeCeilings | null;
   /** Reads the chain's fees now instead of from the cache (the oracle may trail the client). */
   refreshFees(): Promise<void>;
-  project(projectId: string): Promise<{ name: string; ttlSec: number; balanceWei: bigint }>;
+  project(projectId: string): Promise<ProjectTerms>;
   firstNotAllowlisted(projectId: string, calls: DecodedCall[]): Promise<number | null>;
   now(): number;
 }
@@ -109,7 +116,9 @@ export async function stubOperation(deps: OperationDeps, req: OperationRequest):
       paymasterVerificationGasLimit: numberToHex(PAYMASTER_GAS_LIMITS.verificationGasLimit),
       paymasterPostOpGasLimit: numberToHex(PAYMASTER_GAS_LIMITS.postOpGasLimit),
       isFinal: false,
-      sponsor: { name: checked.project.name },
+      sponsor: checked.project.icon
+        ? { name: checked.project.name, icon: checked.project.icon }
+        : { name: checked.project.name },
     },
   };
 }
@@ -178,7 +187,7 @@ interface Checked {
   kind: "checked";
   paymaster: Address;
   calls: DecodedCall[];
-  project: { name: string; ttlSec: number; balanceWei: bigint };
+  project: ProjectTerms;
   totalGas: bigint;
   maxCostWei: bigint;
 }

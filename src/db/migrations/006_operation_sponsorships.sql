@@ -6,6 +6,9 @@ ALTER TABLE sponsorships ADD COLUMN mode text NOT NULL DEFAULT 'call' CHECK (mod
 -- one call is (target, selector).
 ALTER TABLE sponsorships ADD COLUMN calls jsonb;
 
+-- ERC-7677's `sponsor: {name, icon}`: the project's name and this icon (a URL or a data URI).
+ALTER TABLE projects ADD COLUMN sponsor_icon text CHECK (length(sponsor_icon) <= 4096);
+
 DROP FUNCTION reserve_sponsorships(text, jsonb, timestamptz);
 CREATE FUNCTION reserve_sponsorships(p_project text, p_items jsonb, p_now timestamptz)
 RETURNS TABLE (idx integer, outcome text, stored_digest text, stored_response text, call_index integer)
