@@ -1,0 +1,169 @@
+/**
+ * ERC-7677 end to end with third-party smart accounts, built by permissionless's own helpers
+ * at their default addresses: viem's `createBundlerClient` with `createPaymasterClient` pointed
+ * at the service's `/rpc`, a real Alto bundler and the real EntryPoint v0.7 on anvil. Each
+ * operation lands, settles to the wei (the tank pays exactly the EntryPoint's actualGasCost) and
+ * is recorded with every call the account makes, as the service decoded it from the calldata.
+ *
+ * Safe: Safe 1.4.1 with the Safe4337Module 0.3.0 (`executeUserOpWithErrorString`; a batch is a
+ * delegatecall into MultiSendCallOnly).
+ */
+import assert from "node:assert/strict";
+import type { AddressInfo } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { toSafeSmartAccount } from "permissionless/accounts";
+import { type Address, encodeFunctionData, type Hex, http, parseEther } from "viem";
+import { createBundlerClient, createPaymasterClient, type SmartAccount } from "viem/account-abstraction";
+import { creditDeposit } from "../../src/ledger/ledger.ts";
+import { seedProject, type TestApp } from "../support/app.ts";
+import { type Bundler, startBundler } from "../support/bundler.ts";
+import { deploySafeContracts, SAFE_V141_ADDRESSES } from "../support/chain/accounts.ts";
+import type { DevChain } from "../support/chain/anvil.ts";
+import { type DevnetStack, gameItemsAbi } from "../support/chain/devnet.ts";
+import {
+  allowlist,
+  balanceOf,
+  MINT_SELECTOR,
+  type Project,
+  type ServiceOnChain,
+  settlementWatcherOn,
+  startServiceOnChain,
+} from "../support/chain-service.ts";
+import { randomAccount } from "../support/userop.ts";
+
+const TANK_WEI = parseEther("2");
+
+let service: ServiceOnChain;
+let chain: DevChain;
+let stack: DevnetStack;
+let t: TestApp;
+let p: Project;
+let bundler: Bundler;
+let rpcUrl: string;
+
+before(async () => {
+  service = await startServiceOnChain({ confirmations: 0 });
+  ({ chain, stack, t } = service);
+  await deploySafeContracts(chain);
+  bundler = await startBundler({ rpcUrl: chain.rpcUrl, entryPoints: [stack.entryPoint] });
+  p = await seedProject(t);
+  await allowlist(t, p, stack.gameItems, MINT_SELECTOR);
+  await creditDeposit(t.db, {
+    projectId: p.projectId,
+    reference: "erc7677-accounts:tank",
+    amountWei: TANK_WEI,
+  });
+  await t.app.listen({ port: 0, host: "127.0.0.1" });
+  rpcUrl = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/rpc`;
+});
+
+after(async () => {
+  await bundler?.stop();
+  await service?.stop();
+});
+
+interface Call {
+  to: Address;
+  data: Hex;
+}
+
+const mint = (itemId: bigint): Call => ({
+  to: stack.gameItems,
+  data: encodeFunctionData({ abi: gameItemsAbi, functionName: "mint", args: [itemId] }),
+});
+
+function sponsoredClient(account: SmartAccount) {
+  const paymaster = createPaymasterClient({
+    transport: http(rpcUrl, { fetchOptions: { headers: { authorization: `Bearer ${p.apiKey}` } } }),
+  });
+  return createBundlerClient({
+    client: chain.publicClient,
+    chain: chain.chain,
+    account,
+    paymaster,
+    transport: http(bundler.url),
+    pollingInterval: 50,
+  });
+}
+
+/** A call as the sponsorship records it. */
+interface RecordedCall {
+  target: string;
+  selector: string;
+}
+
+/**
+ * Sends the calls through the service's paymaster, settles, and checks that the tank paid
+ * exactly what the EntryPoint charged and that the sponsorship lists every call. Returns the
+ * decoded calls as recorded.
+ */
+async function sendAndSettle(account: SmartAccount, calls: Call[]): Promise<RecordedCall[]> {
+  const client = sponsoredClient(account);
+  const before = await balanceOf(t, p);
+  const hash = await client.sendUserOperation({ calls });
+  const receipt = await client.waitForUserOperationReceipt({ hash });
+  assert.equal(receipt.success, true, `operation failed: ${receipt.reason}\n${bundler.output()}`);
+  assert.equal(receipt.paymaster?.toLowerCase(), stack.paymaster.toLowerCase());
+  assert.equal(receipt.sender.toLowerCase(), account.address.toLowerCase());
+  await settlementWatcherOn(service, { confirmations: 0, startBlock: 0n }).tick();
+  assert.equal(
+    before - (await balanceOf(t, p)),
+    receipt.actualGasCost,
+    "the tank paid exactly actualGasCost",
+  );
+
+  const [row] = await t.db.query<{ status: string; mode: string; calls: RecordedCall[] }>(
+    "SELECT status, mode, calls FROM sponsorships WHERE user_op_hash = $1",
+    [hash.toLowerCase()],
+  );
+  assert.equal(row?.status, "success");
+  assert.equal(row?.mode, "operation");
+  assert.deepEqual(
+    row.calls.map((c) => ({ target: c.target.toLowerCase(), selector: c.selector.toLowerCase() })),
+    calls.map((c) => ({ target: c.to.toLowerCase(), selector: c.data.slice(0, 10).toLowerCase() })),
+    "the sponsorship lists every call the account makes",
+  );
+  // The calls really ran: each mint credited the account one item.
+  for (const c of calls) {
+    const itemId = BigInt(`0x${c.data.slice(10)}`);
+    const count = await chain.publicClient.readContract({
+      address: stack.gameItems,
+      abi: gameItemsAbi,
+      functionName: "itemsOf",
+      args: [account.address, itemId],
+    });
+    assert.ok(count >= 1n, `item ${itemId} was minted to the account`);
+  }
+  return row.calls;
+}
+
+describe("ERC-7677 with permissionless's Safe, viem's paymaster client, Alto and EntryPoint v0.7", () => {
+  async function safeAccount() {
+    return toSafeSmartAccount({
+      client: chain.publicClient,
+      owners: [randomAccount()],
+      version: "1.4.1",
+      entryPoint: { address: stack.entryPoint, version: "0.7" },
+    });
+  }
+
+  test("the Safe contracts are where permissionless looks for them", async () => {
+    for (const [name, address] of Object.entries(SAFE_V141_ADDRESSES)) {
+      const code = await chain.publicClient.getCode({ address });
+      assert.ok(code && code !== "0x", `${name} has code at ${address}`);
+    }
+  });
+
+  test("a Safe's single call (executeUserOpWithErrorString, operation 0) lands and settles to the wei; its first operation deploys it", async () => {
+    const account = await safeAccount();
+    assert.equal(await account.isDeployed(), false);
+    await sendAndSettle(account, [mint(101n)]);
+    assert.equal(await account.isDeployed(), true);
+    await sendAndSettle(account, [mint(102n)]);
+  });
+
+  test("a Safe's batch (a delegatecall into MultiSendCallOnly) lands and settles to the wei", async () => {
+    const account = await safeAccount();
+    await sendAndSettle(account, [mint(103n), mint(104n), mint(105n)]);
+  });
+});
