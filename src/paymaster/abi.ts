@@ -2,7 +2,9 @@ import { parseAbi } from "viem";
 
 /**
  * The subset of SponsorPaymaster's (authorization version 2) ABI the TypeScript side uses, typed
- * for viem. test/chain/artifacts.test.ts checks that every item matches the compiled contract.
+ * for viem. Both builds (SponsorPaymaster for EntryPoint v0.7, SponsorPaymasterV08 for v0.8) have
+ * every item; v0.8's adds only Ownable2Step's two-step ownership transfer. test/chain/artifacts.test.ts
+ * (v0.7) and test/chain/v08-paymaster.test.ts (v0.8) check every item against the compiled ABI.
  */
 export const sponsorPaymasterAbi = parseAbi([
   "struct CallSponsorship { address sender; address target; bytes4 selector; uint256 maxTotalGas; uint256 maxFeePerGas; uint256 maxPriorityFeePerGas; uint256 paymasterVerificationGasLimit; uint256 paymasterPostOpGasLimit; uint48 validUntil; uint48 validAfter; bytes32 authId; }",

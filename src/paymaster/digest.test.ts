@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
-import { type Address, bytesToHex, concatHex, type Hex, hashTypedData, numberToHex } from "viem";
+import { type Address, bytesToHex, concatHex, type Hex, hashTypedData, keccak256, numberToHex } from "viem";
 import {
   type CallAuthorization,
   callSponsorshipDigest,
   callSponsorshipTypedData,
+  isEip7702InitCode,
+  operationInitCodeHash,
   operationSponsorshipDigest,
   operationSponsorshipTypedData,
   type SponsoredOperation,
@@ -45,7 +47,18 @@ const operation: fc.Arbitrary<SponsoredOperation> = fc.record({
   accountGasLimits: pair,
   preVerificationGas: uint128,
   gasFees: pair,
+  // Always given: a random initCode that happens to spell the EIP-7702 marker needs one.
+  eip7702Delegate: address,
 });
+
+/** EIP-7702 initCodes in every spelling EntryPoint v0.8 accepts, with and without init data. */
+const eip7702InitCode: fc.Arbitrary<Hex> = fc
+  .tuple(fc.integer({ min: 2, max: 20 }), fc.uint8Array({ maxLength: 200 }))
+  .map(([markerLength, rest]) => {
+    const marker = new Uint8Array(markerLength);
+    marker.set([0x77, 0x02]);
+    return markerLength === 20 ? concatHex([bytesToHex(marker), bytesToHex(rest)]) : bytesToHex(marker);
+  });
 
 /** A different value of the same size: the last bit flipped. */
 const flip = (n: number) => (n % 2 === 0 ? n + 1 : n - 1);
@@ -127,6 +140,66 @@ describe("operationSponsorshipDigest", () => {
         );
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe("EIP-7702 operations (EntryPoint v0.8)", () => {
+  const delegate: Address = "0xe6Cae83BdE06E4c305530e199D7217f42808555B";
+
+  it("recognises the marker as EntryPoint v0.8 does: 0x7702 zero-padded to 20 bytes, then anything", () => {
+    const padded = `0x7702${"00".repeat(18)}` as Hex;
+    for (const initCode of ["0x7702", "0x770200", padded, `${padded}c0ffee`] as Hex[])
+      assert.equal(isEip7702InitCode(initCode), true, initCode);
+    // A factory address that merely starts with 0x7702, a 1-byte prefix, and the empty initCode.
+    for (const initCode of [`0x7702${"00".repeat(17)}01`, "0x77", "0x", "0x0277", "0x770201"] as Hex[])
+      assert.equal(isEip7702InitCode(initCode), false, initCode);
+  });
+
+  it("binds keccak256(delegate ‖ initCode[20:]) like the EntryPoint's userOpHash, whatever the marker's spelling", () => {
+    const padded = `0x7702${"00".repeat(18)}` as Hex;
+    const hash = (initCode: Hex) =>
+      bytesToHex(operationInitCodeHash({ initCode, eip7702Delegate: delegate }));
+    assert.equal(hash("0x7702"), keccak256(delegate));
+    assert.equal(hash(padded), keccak256(delegate));
+    assert.equal(hash(`${padded}c0ffee`), keccak256(concatHex([delegate, "0xc0ffee"])));
+    // Any other initCode is hashed as it is, delegate or not.
+    assert.equal(hash("0x1234"), keccak256("0x1234"));
+    assert.equal(bytesToHex(operationInitCodeHash({ initCode: "0x" })), keccak256("0x"));
+  });
+
+  it("hand-encoded digest equals hashTypedData for EIP-7702 operations, and the delegate is bound", () => {
+    fc.assert(
+      fc.property(domain, operation, eip7702InitCode, address, terms, gas, (d, op, initCode, del, t, g) => {
+        const op7702 = { ...op, initCode, eip7702Delegate: del };
+        const digest = operationSponsorshipDigest(d, g, op7702, t);
+        assert.equal(digest, hashTypedData(operationSponsorshipTypedData(d, g, op7702, t)));
+        assert.notEqual(
+          operationSponsorshipDigest(d, g, { ...op7702, eip7702Delegate: flipHex(del) }, t),
+          digest,
+        );
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("refuses to hash an EIP-7702 operation without its delegate rather than guess one", () => {
+    const d = { chainId: 14601, paymaster: `0x${"11".repeat(20)}` as Address };
+    const op: SponsoredOperation = {
+      sender: `0x${"22".repeat(20)}`,
+      nonce: 0n,
+      initCode: "0x7702",
+      callData: "0x",
+      accountGasLimits: `0x${"00".repeat(32)}`,
+      preVerificationGas: 0n,
+      gasFees: `0x${"00".repeat(32)}`,
+    };
+    const t = { validUntilSec: 2, validAfterSec: 1, authId: `0x${"44".repeat(32)}` as Hex };
+    const g = { verificationGasLimit: 1n, postOpGasLimit: 0n };
+    assert.throws(() => operationSponsorshipDigest(d, g, op, t), /eip7702Delegate/);
+    assert.throws(
+      () => operationSponsorshipDigest(d, g, { ...op, eip7702Delegate: "0x22" }, t),
+      /not an address/,
     );
   });
 });

@@ -4,8 +4,10 @@
  * authorization (mode 1). The typed-data descriptions below are the reference; the digest
  * functions encode the same structs by hand because they sit on the authorize hot path
  * (viem's generic hashTypedData costs about 10× more). digest.test.ts checks both against
- * hashTypedData, and test/chain/paymaster.test.ts against the contract's getCallHash and
- * getOperationHash.
+ * hashTypedData, and test/chain/paymaster.test.ts (EntryPoint v0.7 build) and
+ * test/chain/v08-paymaster.test.ts (v0.8 build) against the contracts' getCallHash and
+ * getOperationHash. Both builds verify the same digests; the one difference is the initCode
+ * hash of an EIP-7702 operation, which only v0.8 can run (operationInitCodeHash).
  */
 import { createRequire } from "node:module";
 import { type Address, bytesToHex, type Hex, hashDomain, hexToBytes, toHex } from "viem";
@@ -54,7 +56,17 @@ export interface CallAuthorization extends AuthorizationTerms, CallCeilings {
 export type SponsoredOperation = Pick<
   PackedUserOperation,
   "sender" | "nonce" | "initCode" | "callData" | "accountGasLimits" | "preVerificationGas" | "gasFees"
->;
+> & {
+  /**
+   * EntryPoint v0.8, EIP-7702 operations only (initCode carries the marker, see
+   * isEip7702InitCode): the implementation the sender's code delegates to when the operation
+   * runs, i.e. its `eip7702Auth.address`, or the sender's delegation on chain when the operation
+   * carries no authorization. SponsorPaymasterV08 binds keccak256(delegate ‖ initCode[20:]) for
+   * such an operation, as EntryPoint v0.8's userOpHash does (contracts/SponsorPaymasterV08.sol).
+   * Ignored for any other initCode.
+   */
+  eip7702Delegate?: Address | undefined;
+};
 
 export const callSponsorshipTypes = {
   CallSponsorship: [
@@ -138,7 +150,7 @@ export function operationSponsorshipTypedData(
     message: {
       sender: userOp.sender,
       nonce: userOp.nonce,
-      initCodeHash: bytesToHex(keccak256(hexToBytes(userOp.initCode))),
+      initCodeHash: bytesToHex(operationInitCodeHash(userOp)),
       callDataHash: bytesToHex(keccak256(hexToBytes(userOp.callData))),
       accountGasLimits: userOp.accountGasLimits,
       preVerificationGas: userOp.preVerificationGas,
@@ -191,7 +203,7 @@ export function operationSponsorshipDigest(
   struct.set(OPERATION_SPONSORSHIP_TYPEHASH, 0);
   writeBytes(struct, 32, userOp.sender, 20);
   writeUint(struct, 64, userOp.nonce);
-  struct.set(keccak256(hexToBytes(userOp.initCode)), 96);
+  struct.set(operationInitCodeHash(userOp), 96);
   struct.set(keccak256(hexToBytes(userOp.callData)), 128);
   writeBytes(struct, 160, userOp.accountGasLimits, 32);
   writeUint(struct, 192, userOp.preVerificationGas);
@@ -200,6 +212,41 @@ export function operationSponsorshipDigest(
   writeUint(struct, 288, gas.postOpGasLimit);
   writeTerms(struct, 320, terms);
   return typedDataDigest(domain, struct);
+}
+
+/**
+ * Whether EntryPoint v0.8 reads this initCode as the EIP-7702 marker rather than a factory call:
+ * at least 2 bytes whose first 20, zero-padded, are 0x7702 followed by zeros, so `0x7702` alone
+ * and `0x7702` padded to an address both count (Eip7702Support._isEip7702InitCode). EntryPoint
+ * v0.7 has no such marker: it would call 0x7702…0 as a factory and refuse the operation (AA13).
+ */
+export function isEip7702InitCode(initCode: Hex): boolean {
+  const bytes = hexToBytes(initCode);
+  if (bytes.length < 2 || bytes[0] !== 0x77 || bytes[1] !== 0x02) return false;
+  for (let i = 2; i < Math.min(bytes.length, 20); i++) if (bytes[i] !== 0) return false;
+  return true;
+}
+
+/**
+ * The `initCodeHash` a whole-operation authorization binds: keccak256(initCode), except for an
+ * EIP-7702 operation (EntryPoint v0.8), where it is keccak256(delegate ‖ initCode[20:]) as in the
+ * EntryPoint's own userOpHash. An EIP-7702 initCode without `eip7702Delegate` throws: its digest
+ * depends on the delegate, and guessing one would sign something no paymaster accepts.
+ */
+export function operationInitCodeHash(
+  userOp: Pick<SponsoredOperation, "initCode" | "eip7702Delegate">,
+): Uint8Array {
+  const initCode = hexToBytes(userOp.initCode);
+  if (!isEip7702InitCode(userOp.initCode)) return keccak256(initCode);
+  if (!userOp.eip7702Delegate)
+    throw new Error("an EIP-7702 operation needs its eip7702Delegate to be hashed");
+  const delegate = hexToBytes(userOp.eip7702Delegate);
+  if (delegate.length !== 20) throw new Error(`not an address: ${userOp.eip7702Delegate}`);
+  const rest = initCode.length > 20 ? initCode.subarray(20) : new Uint8Array(0);
+  const preimage = new Uint8Array(20 + rest.length);
+  preimage.set(delegate, 0);
+  preimage.set(rest, 20);
+  return keccak256(preimage);
 }
 
 /** validUntil, validAfter and authId: the last three words of both structs. */

@@ -14,12 +14,17 @@ export interface PaymasterGasLimits {
  * `execute(GameItems.mint(42))`, with a never-used authId, so the single-use write is the cold
  * zero-to-non-zero SSTORE (22,100 gas) plus the cold reads of the signer and the slot:
  *   call authorization (mode 0):      52,981 gas for a first operation (with initCode), 52,972 later
- *   whole-operation (mode 1):         47,179 gas for a first operation, 47,143 later
+ *   whole-operation (mode 1):         47,218 gas for a first operation, 47,182 later
+ * and with EntryPoint v0.8 and SponsorPaymasterV08 (same source, same compiler), first operations:
+ *   SimpleAccount 0.8:                52,807 (mode 0), 47,292 (mode 1)
+ *   Simple7702Account via EIP-7702:   52,801 (mode 0), 47,461 (mode 1: reading the sender's
+ *                                     delegation and hashing it costs about 170 more)
  * This is gas as the EntryPoint counts it: the paymaster's own execution plus the EntryPoint
  * encoding the operation for the call. 1 KB more callData adds about 100 (mode 0) and 390
- * (mode 1) gas. 70,000 is the larger figure with about 30% headroom; unused verification gas
- * costs nothing (only the prefund, which is returned), so the margin is cheap.
- * test/chain/paymaster.test.ts re-measures and fails if the headroom drops below 20%.
+ * (mode 1) gas. 70,000 is the larger figure with about 30% headroom for both EntryPoints, so
+ * one pair of limits serves both builds; unused verification gas costs nothing (only the
+ * prefund, which is returned), so the margin is cheap. test/chain/paymaster.test.ts (v0.7) and
+ * test/chain/v08-paymaster.test.ts (v0.8) re-measure and fail if the headroom drops below 20%.
  *
  * postOp: 0. Validation returns an empty context, so the EntryPoint never calls postOp; a
  * non-zero limit would only add to the prefund and to the 10% penalty on unused execution gas.

@@ -1,6 +1,6 @@
 /**
- * SponsorPaymaster's `paymasterAndData` (authorization version 2, EntryPoint v0.7), encoded and
- * decoded in one place. Byte offsets, integers big-endian:
+ * SponsorPaymaster's `paymasterAndData` (authorization version 2, the same for the EntryPoint v0.7
+ * and v0.8 builds), encoded and decoded in one place. Byte offsets, integers big-endian:
  *
  *   [0:20)    paymaster
  *   [20:36)   paymasterVerificationGasLimit (uint128)
