@@ -6,6 +6,9 @@
  *
  * The signature is made with viem's signTypedData from the typed-data description, not from the
  * service's hand-encoded digest, so a chain test that passes also cross-checks that encoding.
+ *
+ * The same helper serves both EntryPoints: pass `stack` (v0.7) or `stack.v08` (v0.8), and for an
+ * EIP-7702 operation on v0.8 an `eip7702` EOA instead of an owner or a sender.
  */
 import { type Address, type Hex, type LocalAccount, numberToHex, slice } from "viem";
 import type { PackedUserOperation } from "viem/account-abstraction";
@@ -27,7 +30,7 @@ import {
   type PaymasterMode,
 } from "../../src/paymaster/layout.ts";
 import type { DevChain } from "./chain/anvil.ts";
-import type { DevnetStack } from "./chain/devnet.ts";
+import type { DevnetStack, DevnetStackV08 } from "./chain/devnet.ts";
 import {
   accountInitCode,
   buildUserOp,
@@ -36,6 +39,7 @@ import {
   getAccountAddress,
   getAccountNonce,
   getUserOpHash,
+  signDelegation,
   signUserOp,
   totalGasLimit,
   type UserOpGas,
@@ -49,6 +53,20 @@ export function randomAccount(): LocalAccount {
 
 export function randomAuthId(): Hex {
   return numberToHex(BigInt(generatePrivateKey()), { size: 32 });
+}
+
+/**
+ * Delegates `eoa` to `delegate` on chain now: wallet 0 sends an EIP-7702 transaction carrying the
+ * EOA's authorization (to the EOA itself, with no data, which Simple7702Account's receive accepts).
+ */
+export async function delegateEoa(chain: DevChain, eoa: LocalAccount, delegate: Address): Promise<void> {
+  const authorization = await signDelegation(chain.publicClient, eoa, delegate);
+  const hash = await chain.wallets[0]!.sendTransaction({
+    to: eoa.address,
+    authorizationList: [authorization],
+  });
+  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success") throw new Error(`delegation of ${eoa.address} reverted`);
 }
 
 export async function latestTimestampSec(chain: Pick<DevChain, "publicClient">): Promise<number> {
@@ -77,9 +95,24 @@ export function signOperationAuthorization(
   return signer.signTypedData(operationSponsorshipTypedData(domain, gas, userOp, terms));
 }
 
+/** Where an operation goes: the v0.7 stack, or its `v08` half. */
+export type SponsorStack = Pick<DevnetStack, "entryPoint" | "paymaster" | "accountFactory"> & {
+  entryPointVersion?: DevnetStackV08["entryPointVersion"];
+};
+
+/** An EOA that sends its own operation through EIP-7702 (EntryPoint v0.8 only). */
+export interface Eip7702Sender {
+  /** The EOA's key: it is the sender, and Simple7702Account checks its signature. */
+  account: LocalAccount;
+  /** The implementation its code delegates to when the operation runs. */
+  delegate: Address;
+  /** The marker in initCode; `0x7702` (viem's spelling) by default, `0x` once delegated if wished. */
+  initCode?: Hex;
+}
+
 export interface SponsoredOpParams {
   chain: DevChain;
-  stack: DevnetStack;
+  stack: SponsorStack;
   /** The paymaster signer (the service's key). */
   signer: LocalAccount;
   target: Address;
@@ -90,6 +123,8 @@ export interface SponsoredOpParams {
   owner?: LocalAccount;
   /** An already deployed account that accepts any signature, such as an AdversarialAccount. */
   sender?: Address;
+  /** An EIP-7702 EOA (v0.8): sender, signer and delegate in one. */
+  eip7702?: Eip7702Sender;
   /** "call" (mode 0, the default) or "operation" (mode 1). */
   mode?: PaymasterMode;
   /** What to sign differently from what the operation does (refusal tests); mode 1 reads only the terms. */
@@ -147,24 +182,34 @@ export async function sponsoredUserOp(p: SponsoredOpParams): Promise<SponsoredOp
     maxTotalGas: totalGasLimit(gas, paymasterGas),
     maxFeePerGasWei: gas.maxFeePerGas,
     maxPriorityFeePerGasWei: gas.maxPriorityFeePerGas,
-    validAfterSec: nowSec,
+    // EntryPoint v0.8 wants block.timestamp > validAfter (v0.7: >=), and the next block may share
+    // the latest one's second.
+    validAfterSec: p.stack.entryPointVersion === "0.8" ? nowSec - 1 : nowSec,
     validUntilSec: nowSec + 300,
     authId: randomAuthId(),
     ...p.authorization,
   };
 
+  const eip7702Delegate = p.eip7702?.delegate;
   let paymasterAndData: Hex;
   if (mode === "call") {
     const signature = await signCallAuthorization(p.signer, domain, signedGas, authorization);
     paymasterAndData = encodeCallPaymasterAndData(realDomain, paymasterGas, authorization, signature);
   } else {
-    const signature = await signOperationAuthorization(p.signer, domain, signedGas, unsigned, authorization);
+    const operation = { ...unsigned, eip7702Delegate };
+    const signature = await signOperationAuthorization(p.signer, domain, signedGas, operation, authorization);
     paymasterAndData = encodeOperationPaymasterAndData(realDomain, paymasterGas, authorization, signature);
   }
 
   const withPaymaster = (p.tamper ?? ((op) => op))({ ...unsigned, paymasterAndData });
-  const { userOp, userOpHash } = p.owner
-    ? await signUserOp(publicClient, p.stack.entryPoint, p.owner, withPaymaster)
+  // v0.7's SimpleAccount signs the hash as a personal message; v0.8's accounts sign it raw.
+  const scheme = p.stack.entryPointVersion === "0.8" ? "raw" : "personal";
+  const accountKey = p.eip7702?.account ?? p.owner;
+  const { userOp, userOpHash } = accountKey
+    ? await signUserOp(publicClient, p.stack.entryPoint, accountKey, withPaymaster, {
+        scheme,
+        eip7702Delegate,
+      })
     : {
         userOp: withPaymaster,
         userOpHash: await getUserOpHash(publicClient, p.stack.entryPoint, withPaymaster),
@@ -180,10 +225,17 @@ export async function sponsoredUserOp(p: SponsoredOpParams): Promise<SponsoredOp
   };
 }
 
-/** The sender, and the initCode that deploys it when it is a SimpleAccount not deployed yet. */
+/**
+ * The sender, and its initCode: the factory call that deploys a SimpleAccount not deployed yet,
+ * or an EIP-7702 EOA's marker.
+ */
 async function senderOf(p: SponsoredOpParams): Promise<{ sender: Address; initCode?: Hex }> {
   if (p.sender) return { sender: p.sender };
-  if (!p.owner) throw new Error("sponsoredUserOp needs an owner (SimpleAccount) or a sender");
+  if (p.eip7702) {
+    if (p.stack.entryPointVersion !== "0.8") throw new Error("EIP-7702 operations need EntryPoint v0.8");
+    return { sender: p.eip7702.account.address, initCode: p.eip7702.initCode ?? "0x7702" };
+  }
+  if (!p.owner) throw new Error("sponsoredUserOp needs an owner (SimpleAccount), a sender or an eip7702 EOA");
   const { publicClient } = p.chain;
   const sender = await getAccountAddress(publicClient, p.stack.accountFactory, p.owner.address);
   const deployed = (await publicClient.getCode({ address: sender })) !== undefined;

@@ -1,7 +1,10 @@
 /**
- * Builds, signs and submits ERC-4337 v0.7 user operations from SimpleAccount (0.7.0) accounts,
- * the way a wallet and a bundler would. Used by the chain tests, the service's end-to-end
- * tests and `npm run demo`; the service itself only ever signs the paymaster part.
+ * Builds, signs and submits ERC-4337 user operations the way a wallet and a bundler would: for
+ * EntryPoint v0.7 from SimpleAccount (0.7.0) accounts, and for EntryPoint v0.8 from its
+ * SimpleAccount and from EOAs delegated to Simple7702Account (EIP-7702). The two EntryPoints share
+ * the ABI used here (handleOps, getNonce, getUserOpHash, FailedOp); they differ in the hash an
+ * account signs (see signUserOp). Used by the chain tests, the service's end-to-end tests and
+ * `npm run demo`; the service itself only ever signs the paymaster part.
  */
 import {
   type Address,
@@ -14,6 +17,8 @@ import {
   numberToHex,
   type PublicClient,
   parseAbi,
+  type SignedAuthorization,
+  type StateOverride,
   type TransactionReceipt,
   zeroAddress,
 } from "viem";
@@ -148,33 +153,81 @@ export function requiredPrefundWei(gas: UserOpGas, paymasterGas: PaymasterGasLim
   return totalGasLimit(gas, paymasterGas) * gas.maxFeePerGas;
 }
 
-/** The hash the account signs, as the EntryPoint computes it (it covers the chain id and itself). */
+/** The code an EIP-7702 delegation gives an EOA: the designator 0xef0100 and the delegate. */
+export function delegationCode(delegate: Address): Hex {
+  return concatHex(["0xef0100", delegate]);
+}
+
+/**
+ * A state override that shows `sender` as delegated to `delegate`: EntryPoint v0.8 reads the
+ * delegate from the sender's code to hash an EIP-7702 operation, and an eth_call made before the
+ * bundle that carries the authorization has to see the delegation it will install.
+ */
+export function delegationOverride(sender: Address, delegate: Address): StateOverride {
+  return [{ address: sender, code: delegationCode(delegate) }];
+}
+
+/**
+ * The hash the account signs, as the EntryPoint computes it (it covers the chain id and itself;
+ * on v0.8 it is an EIP-712 digest, and for an EIP-7702 operation it binds the delegate, which
+ * `eip7702Delegate` provides when the delegation is not on chain yet).
+ */
 export function getUserOpHash(
   client: Reader,
   entryPoint: Address,
   userOp: PackedUserOperation,
+  options: { eip7702Delegate?: Address } = {},
 ): Promise<Hex> {
   return client.readContract({
     address: entryPoint,
     abi: entryPoint07Abi,
     functionName: "getUserOpHash",
     args: [userOp],
+    stateOverride: options.eip7702Delegate
+      ? delegationOverride(userOp.sender, options.eip7702Delegate)
+      : undefined,
   });
 }
 
 /**
- * SimpleAccount 0.7 recovers its owner from toEthSignedMessageHash(userOpHash): an EIP-191
- * personal signature over the 32 raw bytes of the hash.
+ * How the account signs the userOpHash. SimpleAccount 0.7 recovers its owner from
+ * toEthSignedMessageHash(userOpHash) (an EIP-191 personal signature over the hash's 32 bytes);
+ * v0.8's SimpleAccount and Simple7702Account recover from the userOpHash itself, which v0.8 makes
+ * an EIP-712 digest.
  */
+export type UserOpSignatureScheme = "personal" | "raw";
+
 export async function signUserOp(
   client: Reader,
   entryPoint: Address,
   owner: LocalAccount,
   userOp: PackedUserOperation,
+  options: { scheme?: UserOpSignatureScheme; eip7702Delegate?: Address } = {},
 ): Promise<{ userOp: PackedUserOperation; userOpHash: Hex }> {
-  const userOpHash = await getUserOpHash(client, entryPoint, userOp);
-  const signature = await owner.signMessage({ message: { raw: userOpHash } });
+  const userOpHash = await getUserOpHash(client, entryPoint, userOp, options);
+  if (options.scheme === "raw" && !owner.sign) throw new Error("this account cannot sign a raw hash");
+  const signature =
+    options.scheme === "raw"
+      ? await owner.sign!({ hash: userOpHash })
+      : await owner.signMessage({ message: { raw: userOpHash } });
   return { userOp: { ...userOp, signature }, userOpHash };
+}
+
+/**
+ * The EOA's EIP-7702 authorization to run `delegate`'s code, for its current nonce: the bundle
+ * transaction carries it (a bundler sends it, so the EOA's own nonce is not bumped first).
+ */
+export async function signDelegation(
+  client: Pick<PublicClient, "getTransactionCount" | "getChainId">,
+  eoa: LocalAccount,
+  delegate: Address,
+): Promise<SignedAuthorization> {
+  if (!eoa.signAuthorization) throw new Error("this account cannot sign an EIP-7702 authorization");
+  const [nonce, chainId] = await Promise.all([
+    client.getTransactionCount({ address: eoa.address, blockTag: "pending" }),
+    client.getChainId(),
+  ]);
+  return eoa.signAuthorization({ address: delegate, chainId, nonce });
 }
 
 export interface HandleOpsOptions {
@@ -185,6 +238,8 @@ export interface HandleOpsOptions {
    * throws before anything is sent; with it the transaction is mined and reverts on chain.
    */
   gas?: bigint;
+  /** EIP-7702 authorizations the bundle transaction carries (an EIP-7702 operation's eip7702Auth). */
+  authorizationList?: SignedAuthorization[];
 }
 
 /**
@@ -205,6 +260,7 @@ export async function handleOps(
     functionName: "handleOps",
     args: [userOps, options.beneficiary ?? bundler.account.address],
     gas: options.gas,
+    authorizationList: options.authorizationList,
   });
   return client.waitForTransactionReceipt({ hash });
 }
@@ -299,6 +355,7 @@ export async function simulateHandleOps(
   bundler: Address,
   entryPoint: Address,
   userOps: PackedUserOperation[],
+  options: { stateOverride?: StateOverride } = {},
 ): Promise<FailedOp | undefined> {
   try {
     await client.simulateContract({
@@ -307,6 +364,7 @@ export async function simulateHandleOps(
       abi: entryPoint07Abi,
       functionName: "handleOps",
       args: [userOps, bundler],
+      stateOverride: options.stateOverride,
     });
     return undefined;
   } catch (err) {
