@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { ConfigError, loadConfig } from "./config.ts";
+import { ConfigError, liveEntryPointAt, liveEntryPoints, loadConfig } from "./config.ts";
 
 describe("loadConfig", () => {
   it("has working defaults for the embedded mode", () => {
@@ -113,6 +113,76 @@ describe("loadConfig", () => {
         assert.ok(!err.message.includes(secret));
         return true;
       },
+    );
+  });
+
+  it("names both EntryPoints at their canonical addresses and serves neither until a paymaster is set", () => {
+    const chain = loadConfig({}).chains[0]!;
+    assert.deepEqual(chain.entryPoints, [
+      { version: "0.7", entryPoint: "0x0000000071727De22E5E9d8BAf0edAc6f37da032", paymaster: null },
+      { version: "0.8", entryPoint: "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108", paymaster: null },
+    ]);
+    assert.deepEqual(liveEntryPoints(chain), []);
+    // The v0.7 pair keeps its old fields.
+    assert.equal(chain.entryPoint, "0x0000000071727De22E5E9d8BAf0edAc6f37da032");
+  });
+
+  it("reads the v0.8 pair beside the v0.7 one; either can be live alone", () => {
+    const v07Paymaster = "0x1111111111111111111111111111111111111111";
+    const v08Paymaster = "0x2222222222222222222222222222222222222222";
+    const both = loadConfig({
+      CHAIN_14601_PAYMASTER_ADDRESS: v07Paymaster,
+      CHAIN_14601_PAYMASTER_V08_ADDRESS: v08Paymaster,
+    }).chains[0]!;
+    assert.deepEqual(
+      liveEntryPoints(both).map((e) => [e.version, e.paymaster]),
+      [
+        ["0.7", v07Paymaster],
+        ["0.8", v08Paymaster],
+      ],
+    );
+    assert.equal(both.paymaster, v07Paymaster);
+    assert.equal(
+      liveEntryPointAt(both, "0x4337084d9e255ff0702461cf8895ce9e3b5ff108")?.paymaster,
+      v08Paymaster,
+    );
+    assert.equal(liveEntryPointAt(both, "0x3333333333333333333333333333333333333333"), null);
+
+    const v08Only = loadConfig({
+      CHAIN_14601_PAYMASTER_V08_ADDRESS: v08Paymaster,
+      CHAIN_14601_ENTRYPOINT_V08_ADDRESS: "0x4444444444444444444444444444444444444444",
+    }).chains[0]!;
+    assert.equal(v08Only.paymaster, null);
+    assert.deepEqual(liveEntryPoints(v08Only), [
+      { version: "0.8", entryPoint: "0x4444444444444444444444444444444444444444", paymaster: v08Paymaster },
+    ]);
+    // Not served on this chain: the v0.7 EntryPoint has no paymaster.
+    assert.equal(liveEntryPointAt(v08Only, v08Only.entryPoint), null);
+  });
+
+  it("refuses one address for both EntryPoints or both paymasters, and a malformed v0.8 address", () => {
+    assert.throws(
+      () =>
+        loadConfig({
+          CHAIN_14601_ENTRYPOINT_V08_ADDRESS: "0x0000000071727de22e5e9d8baf0edac6f37da032",
+          CHAIN_14601_PAYMASTER_ADDRESS: "0x1111111111111111111111111111111111111111",
+          CHAIN_14601_PAYMASTER_V08_ADDRESS: "0x1111111111111111111111111111111111111111",
+        }),
+      (err: Error) => {
+        assert.match(
+          err.message,
+          /CHAIN_14601_ENTRYPOINT_V08_ADDRESS: must differ from CHAIN_14601_ENTRYPOINT_ADDRESS/,
+        );
+        assert.match(
+          err.message,
+          /CHAIN_14601_PAYMASTER_V08_ADDRESS: must differ from CHAIN_14601_PAYMASTER_ADDRESS/,
+        );
+        return true;
+      },
+    );
+    assert.throws(
+      () => loadConfig({ CHAIN_14601_PAYMASTER_V08_ADDRESS: "0x12" }),
+      /CHAIN_14601_PAYMASTER_V08_ADDRESS/,
     );
   });
 });

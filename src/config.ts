@@ -5,13 +5,33 @@ import { type Address, type Hex, isAddress, isHex } from "viem";
  * service receives a typed, frozen Config.
  */
 
+export type EntryPointVersion = "0.7" | "0.8";
+
+/** One EntryPoint of a chain and our paymaster deployed for it. */
+export interface EntryPointConfig {
+  version: EntryPointVersion;
+  entryPoint: Address;
+  /** The SponsorPaymaster build for this EntryPoint; null: not deployed, the EntryPoint is not served. */
+  paymaster: Address | null;
+}
+
+/** An EntryPoint that is served: a paymaster is configured for it. */
+export type LiveEntryPoint = EntryPointConfig & { paymaster: Address };
+
 export interface ChainConfig {
   chainId: number;
   name: string;
   nativeCurrency: { name: string; symbol: string; decimals: number };
   rpcUrl: string;
+  /** EntryPoint v0.7 (the pair `/sponsor/authorize` signs for); the same as entryPoints' "0.7" entry. */
   entryPoint: Address;
+  /** SponsorPaymaster for EntryPoint v0.7, or null; the same as entryPoints' "0.7" entry. */
   paymaster: Address | null;
+  /**
+   * Every EntryPoint the configuration names, v0.7 then v0.8, each with its own paymaster
+   * deployment. The live ones (paymaster set) are the ones sponsored, watched and reported.
+   */
+  entryPoints: EntryPointConfig[];
   confirmations: number;
   /**
    * Ceiling of the fee oracle: no authorization allows a maxFeePerGas above it, whatever the
@@ -70,6 +90,7 @@ type Env = Record<string, string | undefined>;
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 const ENTRYPOINT_V07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032";
+const ENTRYPOINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108";
 const BUILT_IN_CHAINS = [
   {
     chainId: 14601,
@@ -121,13 +142,15 @@ function readChain(
   problems: string[],
 ): ChainConfig {
   const p = `CHAIN_${c.chainId}_`;
+  const entryPoints = readEntryPoints(p, read, problems);
   const chain: ChainConfig = {
     chainId: c.chainId,
     name: c.name,
     nativeCurrency: c.nativeCurrency,
     rpcUrl: read(`${p}RPC_URL`, url(["http:", "https:", "ws:", "wss:"]), c.defaultRpcUrl),
-    entryPoint: read(`${p}ENTRYPOINT_ADDRESS`, address, ENTRYPOINT_V07 as Address),
-    paymaster: read(`${p}PAYMASTER_ADDRESS`, address, null),
+    entryPoint: entryPoints[0]!.entryPoint,
+    paymaster: entryPoints[0]!.paymaster,
+    entryPoints,
     confirmations: read(`${p}CONFIRMATIONS`, (v) => intIn(v, 0, 1000), 2),
     maxFeePerGasWei: read(`${p}MAX_FEE_PER_GAS_WEI`, positiveBigint, 200_000_000_000n),
     // 1 wei, not a guess at the chain's market: a floor above the market would raise every
@@ -151,6 +174,59 @@ function readChain(
     problems.push(`${p}FEE_MAX_AGE_MS: must be at least twice ${p}FEE_REFRESH_MS`);
   }
   return chain;
+}
+
+/**
+ * The chain's EntryPoints: v0.7 from CHAIN_<id>_ENTRYPOINT_ADDRESS / CHAIN_<id>_PAYMASTER_ADDRESS
+ * (the names they had before v0.8), v0.8 from CHAIN_<id>_ENTRYPOINT_V08_ADDRESS /
+ * CHAIN_<id>_PAYMASTER_V08_ADDRESS. The EntryPoints default to their canonical addresses; a
+ * paymaster has no default, so an EntryPoint is served only once its paymaster is deployed and
+ * named.
+ */
+function readEntryPoints(
+  p: string,
+  read: <T>(name: string, parse: (raw: string) => T, fallback: T) => T,
+  problems: string[],
+): EntryPointConfig[] {
+  const entryPoints: EntryPointConfig[] = [
+    {
+      version: "0.7",
+      entryPoint: read(`${p}ENTRYPOINT_ADDRESS`, address, ENTRYPOINT_V07 as Address),
+      paymaster: read(`${p}PAYMASTER_ADDRESS`, address, null),
+    },
+    {
+      version: "0.8",
+      entryPoint: read(`${p}ENTRYPOINT_V08_ADDRESS`, address, ENTRYPOINT_V08 as Address),
+      paymaster: read(`${p}PAYMASTER_V08_ADDRESS`, address, null),
+    },
+  ];
+  const [v07, v08] = entryPoints as [EntryPointConfig, EntryPointConfig];
+  // One address cannot be both EntryPoints, and a paymaster is bound to one EntryPoint for life
+  // (its constructor takes it): the same address twice is a typo, caught here rather than on chain.
+  if (sameAddress(v07.entryPoint, v08.entryPoint)) {
+    problems.push(`${p}ENTRYPOINT_V08_ADDRESS: must differ from ${p}ENTRYPOINT_ADDRESS`);
+  }
+  if (v07.paymaster && v08.paymaster && sameAddress(v07.paymaster, v08.paymaster)) {
+    problems.push(`${p}PAYMASTER_V08_ADDRESS: must differ from ${p}PAYMASTER_ADDRESS`);
+  }
+  return entryPoints;
+}
+
+/** The chain's served EntryPoints (a paymaster is configured), v0.7 first. */
+export function liveEntryPoints(chain: Pick<ChainConfig, "entryPoints">): LiveEntryPoint[] {
+  return chain.entryPoints.filter((e): e is LiveEntryPoint => e.paymaster !== null);
+}
+
+/** The live EntryPoint at `entryPoint` on the chain (any letter case), or null when it is not served. */
+export function liveEntryPointAt(
+  chain: Pick<ChainConfig, "entryPoints">,
+  entryPoint: string,
+): LiveEntryPoint | null {
+  return liveEntryPoints(chain).find((e) => sameAddress(e.entryPoint, entryPoint)) ?? null;
+}
+
+function sameAddress(a: string, b: string): boolean {
+  return a.toLowerCase() === b.toLowerCase();
 }
 
 function readOidc(env: Env, problems: string[]): OidcConfig | null {
