@@ -69,7 +69,21 @@ function userOperation(value: unknown): OperationFields {
     maxPriorityFeePerGas: o.maxPriorityFeePerGas === undefined ? 0n : gas("maxPriorityFeePerGas"),
     paymasterVerificationGasLimit: optionalGas("paymasterVerificationGasLimit"),
     paymasterPostOpGasLimit: optionalGas("paymasterPostOpGasLimit"),
+    eip7702Delegate: eip7702DelegateOf(o.eip7702Auth),
   };
+}
+
+/**
+ * EntryPoint v0.8's EIP-7702 operations carry the sender's authorization (`eip7702Auth`); the
+ * whole-operation authorization binds the implementation it delegates to (`address`). The rest
+ * of it (chain, nonce, signature) is checked by the chain when the bundle lands.
+ */
+function eip7702DelegateOf(value: unknown): Address | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== "object" || Array.isArray(value))
+    throw new Invalid("userOperation.eip7702Auth must be an object");
+  const auth = value as Record<string, unknown>;
+  return address(auth.address ?? auth.contractAddress, "userOperation.eip7702Auth.address");
 }
 
 function address(value: unknown, name: string): Address {

@@ -13,9 +13,13 @@
 import { createHash, randomBytes } from "node:crypto";
 import { type Address, bytesToHex, concatHex, type Hex, numberToHex } from "viem";
 import { type DecodedCall, decodeCalls } from "../accounts/calls.ts";
-import type { ChainConfig, Config } from "../config.ts";
+import { type ChainConfig, type Config, liveEntryPointAt } from "../config.ts";
 import type { ReservationBatcher } from "../ledger/batcher.ts";
-import { operationSponsorshipDigest, type SponsoredOperation } from "../paymaster/digest.ts";
+import {
+  isEip7702InitCode,
+  operationSponsorshipDigest,
+  type SponsoredOperation,
+} from "../paymaster/digest.ts";
 import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
 import {
   encodeOperationPaymasterAndData,
@@ -40,6 +44,8 @@ export interface OperationFields {
   maxPriorityFeePerGas: bigint;
   paymasterVerificationGasLimit: bigint | null;
   paymasterPostOpGasLimit: bigint | null;
+  /** EIP-7702 (EntryPoint v0.8): the implementation the sender's authorization delegates to. */
+  eip7702Delegate: Address | null;
 }
 
 export interface ProjectTerms {
@@ -200,7 +206,7 @@ async function checkOperation(
 ): Promise<Checked | Refusal> {
   const chain = deps.config.chains.find((c) => c.chainId === req.chainId && c.active);
   if (!chain) return refuse(400, "unsupported_chain", `chain ${req.chainId} is not supported`);
-  const paymaster = paymasterFor(chain, req.entryPoint);
+  const paymaster = liveEntryPointAt(chain, req.entryPoint)?.paymaster ?? null;
   if (!paymaster) {
     return refuse(
       400,
@@ -231,6 +237,9 @@ async function checkOperation(
   if (feeRefusal) return feeRefusal;
   const gasRefusal = checkPaymasterGas(userOp);
   if (gasRefusal) return gasRefusal;
+  if (isEip7702InitCode(initCodeOf(userOp)) && !userOp.eip7702Delegate) {
+    return refuse(400, "invalid_params", "an EIP-7702 operation needs eip7702Auth (the delegate it binds)");
+  }
   const missing = await deps.firstNotAllowlisted(req.projectId, calls);
   if (missing !== null) return notAllowlisted(calls, missing);
   const totalGas =
@@ -296,18 +305,13 @@ function checkPaymasterGas(userOp: OperationFields): Refusal | null {
   return null;
 }
 
-/** The paymaster serving `entryPoint` on the chain, if any. */
-function paymasterFor(chain: ChainConfig, entryPoint: Address): Address | null {
-  if (chain.paymaster && chain.entryPoint.toLowerCase() === entryPoint.toLowerCase()) return chain.paymaster;
-  return null;
-}
-
 /** The operation as the EntryPoint packs it, without paymasterAndData and signature. */
 export function packOperation(userOp: OperationFields): SponsoredOperation {
   return {
     sender: userOp.sender,
     nonce: userOp.nonce,
-    initCode: userOp.factory ? concatHex([userOp.factory, userOp.factoryData]) : "0x",
+    initCode: initCodeOf(userOp),
+    eip7702Delegate: userOp.eip7702Delegate ?? undefined,
     callData: userOp.callData,
     accountGasLimits: concatHex([
       numberToHex(userOp.verificationGasLimit, { size: 16 }),
@@ -321,6 +325,10 @@ export function packOperation(userOp: OperationFields): SponsoredOperation {
   };
 }
 
+function initCodeOf(userOp: OperationFields): Hex {
+  return userOp.factory ? concatHex([userOp.factory, userOp.factoryData]) : "0x";
+}
+
 /** A digest of everything that makes the operation this operation (and where it runs). */
 function operationKey(req: OperationRequest): string {
   const p = packOperation(req.userOp);
@@ -331,6 +339,7 @@ function operationKey(req: OperationRequest): string {
     p.sender.toLowerCase(),
     p.nonce,
     p.initCode.toLowerCase(),
+    p.eip7702Delegate?.toLowerCase() ?? "",
     p.callData.toLowerCase(),
     p.accountGasLimits,
     p.preVerificationGas,
