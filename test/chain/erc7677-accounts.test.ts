@@ -7,12 +7,18 @@
  *
  * Safe: Safe 1.4.1 with the Safe4337Module 0.3.0 (`executeUserOpWithErrorString`; a batch is a
  * delegatecall into MultiSendCallOnly).
+ *
+ * No ERC-7579 account yet: no npm package that installs here ships the release bytecode of
+ * Kernel v3, Nexus or Safe7579 together with the validator module permissionless's helper
+ * installs (Kernel's ECDSAValidator, Nexus's K1Validator and its factory). @rhinestone/modulekit
+ * has Kernel 0.3.1 and Nexus creation code, but no validators, a Kernel build over the EIP-170
+ * size limit (not the release build), and GitHub-only dependencies that npm cannot fetch.
  */
 import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { toSafeSmartAccount } from "permissionless/accounts";
-import { type Address, encodeFunctionData, type Hex, http, parseEther } from "viem";
+import { type Address, type BaseError, encodeFunctionData, type Hex, http, parseEther } from "viem";
 import { createBundlerClient, createPaymasterClient, type SmartAccount } from "viem/account-abstraction";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
 import { seedProject, type TestApp } from "../support/app.ts";
@@ -32,6 +38,7 @@ import {
 import { randomAccount } from "../support/userop.ts";
 
 const TANK_WEI = parseEther("2");
+const NOT_ALLOWLISTED: Address = "0x00000000000000000000000000000000000000ee";
 
 let service: ServiceOnChain;
 let chain: DevChain;
@@ -84,6 +91,14 @@ function sponsoredClient(account: SmartAccount) {
     transport: http(bundler.url),
     pollingInterval: 50,
   });
+}
+
+async function sponsorshipCount(): Promise<number> {
+  const [row] = await t.db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1",
+    [p.projectId],
+  );
+  return row!.n;
 }
 
 /** A call as the sponsorship records it. */
@@ -165,5 +180,24 @@ describe("ERC-7677 with permissionless's Safe, viem's paymaster client, Alto and
   test("a Safe's batch (a delegatecall into MultiSendCallOnly) lands and settles to the wei", async () => {
     const account = await safeAccount();
     await sendAndSettle(account, [mint(103n), mint(104n), mint(105n)]);
+  });
+
+  test("a Safe batch with one call off the allowlist is refused, naming the call, before it reaches the bundler", async () => {
+    const account = await safeAccount();
+    const client = sponsoredClient(account);
+    const before = { balance: await balanceOf(t, p), sponsorships: await sponsorshipCount() };
+    const bundlerLogBefore = bundler.output().length;
+    await assert.rejects(
+      client.sendUserOperation({ calls: [mint(106n), { to: NOT_ALLOWLISTED, data: mint(106n).data }] }),
+      (err: BaseError) => {
+        const refusal = err.walk((e) => (e as { data?: { code?: string } }).data?.code === "not_allowlisted");
+        return refusal !== null && err.message.includes(`call 1 (${NOT_ALLOWLISTED}`);
+      },
+    );
+    assert.deepEqual({ balance: await balanceOf(t, p), sponsorships: await sponsorshipCount() }, before);
+    assert.doesNotMatch(
+      bundler.output().slice(bundlerLogBefore),
+      /eth_estimateUserOperationGas|eth_sendUserOperation/,
+    );
   });
 });
