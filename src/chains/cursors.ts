@@ -1,3 +1,4 @@
+import type { EntryPointVersion } from "../config.ts";
 import type { Queryable } from "../db/db.ts";
 
 /**
@@ -6,7 +7,18 @@ import type { Queryable } from "../db/db.ts";
  * applied, so a crash in between makes the next run read those blocks again; every effect of a
  * block (settle, release, credit) is applied at most once, so reading twice is harmless.
  */
-export type WatcherName = "settlement" | "deposits";
+export type WatcherName = SettlementWatcherName | "deposits";
+
+/**
+ * One settlement watcher per live (EntryPoint, paymaster) pair of a chain, each with its own
+ * cursor, remembered blocks and reorganisations (all keyed by this name). v0.7's keeps the name
+ * it had before v0.8 existed, so a running deployment's cursor carries on.
+ */
+export type SettlementWatcherName = "settlement" | "settlement:0.8";
+
+export function settlementWatcherName(version: EntryPointVersion): SettlementWatcherName {
+  return version === "0.7" ? "settlement" : "settlement:0.8";
+}
 
 export async function readCursor(
   db: Queryable,

@@ -12,7 +12,7 @@
  * Two implementations: chainFeeOracle (JSON-RPC, what the server runs) and fixedFeeOracle
  * (constant fees, for tests of the HTTP app that have no chain).
  */
-import type { ChainConfig, Config } from "../config.ts";
+import { type ChainConfig, type Config, liveEntryPoints } from "../config.ts";
 import type { ReadinessProbe } from "../health/routes.ts";
 import { pollLoop, redactUrls, silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, createChainClient } from "./rpc.ts";
@@ -35,7 +35,7 @@ export type StaleReason =
   | "never_read"
   /** The last successful reading is older than the chain's FEE_MAX_AGE_MS. */
   | "too_old"
-  /** The oracle does not watch this chain (unknown, inactive, or without a paymaster). */
+  /** The oracle does not watch this chain (unknown, inactive, or no live EntryPoint: no paymaster). */
   | "not_watched";
 
 export type FeeReading =
@@ -114,7 +114,8 @@ export function chainFeeOracle(
   let log: WatcherLog = silentLog;
   const states = new Map<number, ChainFees>();
   for (const chain of config.chains) {
-    if (!chain.active || !chain.paymaster) continue;
+    // One reading per chain serves every paymaster on it: fees are the chain's, not an EntryPoint's.
+    if (!chain.active || liveEntryPoints(chain).length === 0) continue;
     // No viem retries: the loop refreshes again within a second anyway.
     const client = createChainClient(chain.rpcUrl, {
       timeoutMs: options.rpcTimeoutMs ?? 5_000,

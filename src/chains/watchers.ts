@@ -1,31 +1,53 @@
 /**
- * Runs the chain watchers of every chain that has a paymaster configured: settlement (gas tank
- * charges from the EntryPoint) and deposits (gas tank credits from transfers). server.ts starts
- * them after the HTTP server listens and stops them on shutdown; the HTTP app itself never
- * starts them, so tests drive `tick()` by hand.
+ * Runs the chain watchers of every chain with a live EntryPoint (one whose paymaster is
+ * configured): one settlement watcher per live (EntryPoint, paymaster) pair (gas tank charges
+ * from that EntryPoint's logs, each under its own name and cursor, chains/cursors.ts) and one
+ * deposit watcher per chain (gas tank credits from transfers). server.ts starts them after the
+ * HTTP server listens and stops them on shutdown; the HTTP app itself never starts them, so tests
+ * drive `tick()` by hand.
  *
  * Every service instance may run them: all their effects are applied at most once and their
  * cursors only move forward, so two instances watching the same chain waste RPC calls but never
  * count anything twice.
  */
-import type { ChainConfig, Config } from "../config.ts";
+import type { Address } from "viem";
+import { type ChainConfig, type Config, type EntryPointVersion, liveEntryPoints } from "../config.ts";
 import type { Db } from "../db/db.ts";
 import { type DepositWatcher, depositWatcher } from "../funding/deposit-watcher.ts";
 import type { ReadinessProbe } from "../health/routes.ts";
 import { paidTotals } from "../settlement/store.ts";
 import { type SettlementWatcher, settlementWatcher } from "../settlement/watcher.ts";
 import { reorgProbe } from "./applied-blocks.ts";
-import { readCursor, type WatcherName } from "./cursors.ts";
+import {
+  readCursor,
+  type SettlementWatcherName,
+  settlementWatcherName,
+  type WatcherName,
+} from "./cursors.ts";
 import { type LoopState, type PollLoop, pollLoop, silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, confirmedHead, createChainClient } from "./rpc.ts";
 
 /** A watcher further behind the confirmed head than this is reported as degraded. */
 export const MAX_LAG_BLOCKS = 100n;
 
+/** The settlement watcher of one live (EntryPoint, paymaster) pair, and its loop. */
+export interface SettlementPair {
+  version: EntryPointVersion;
+  entryPoint: Address;
+  paymaster: Address;
+  name: SettlementWatcherName;
+  watcher: SettlementWatcher;
+  loop: PollLoop;
+}
+
 export interface ChainWatcherSet {
   chain: ChainConfig;
+  /** One per live EntryPoint, v0.7 first. */
+  settlements: SettlementPair[];
+  /** The first of `settlements` (v0.7's when it is live), as before there were several. */
   settlement: SettlementWatcher;
   deposits: DepositWatcher;
+  /** `settlement` is the first pair's loop, as `settlement` above. */
   loops: { settlement: PollLoop; deposits: PollLoop };
 }
 
@@ -49,28 +71,26 @@ export function createChainWatchers(config: Pick<Config, "chains">, db: Db): Cha
   const chains: ChainWatcherSet[] = [];
   const probes: ReadinessProbe[] = [];
   for (const chain of config.chains) {
-    if (!chain.active || !chain.paymaster) continue;
-    const set = watchChain(chain, chain.paymaster, db, forward);
+    if (!chain.active || liveEntryPoints(chain).length === 0) continue;
+    const set = watchChain(chain, db, forward);
     chains.push(set);
     probes.push(...chainProbes(set, db));
   }
+  const loopsOf = (set: ChainWatcherSet) => [...set.settlements.map((s) => s.loop), set.loops.deposits];
   return {
     chains,
     probes,
     start(logger) {
       if (logger) log = logger;
-      for (const set of chains) {
-        set.loops.settlement.start();
-        set.loops.deposits.start();
-      }
+      for (const loop of chains.flatMap(loopsOf)) loop.start();
     },
     async stop() {
-      await Promise.all(chains.flatMap((set) => [set.loops.settlement.stop(), set.loops.deposits.stop()]));
+      await Promise.all(chains.flatMap(loopsOf).map((loop) => loop.stop()));
     },
   };
 }
 
-function watchChain(chain: ChainConfig, paymaster: `0x${string}`, db: Db, log: WatcherLog): ChainWatcherSet {
+function watchChain(chain: ChainConfig, db: Db, log: WatcherLog): ChainWatcherSet {
   const client = createChainClient(chain.rpcUrl);
   const common = {
     db,
@@ -80,15 +100,30 @@ function watchChain(chain: ChainConfig, paymaster: `0x${string}`, db: Db, log: W
     startBlock: chain.startBlock,
     log,
   };
-  const settlement = settlementWatcher({ ...common, entryPoint: chain.entryPoint, paymaster });
-  const deposits = depositWatcher(common);
   const loop = (name: string, tick: () => Promise<unknown>) =>
     pollLoop(tick, { name: `${name}:${chain.chainId}`, intervalMs: chain.pollIntervalMs, log });
+  const live = liveEntryPoints(chain);
+  const settlements = live.map((pair, i): SettlementPair => {
+    const name = settlementWatcherName(pair.version);
+    // Each watcher releases its own paymaster's reservations; the first also those of no live
+    // paymaster (v1 rows, a retired deployment's), which no other watcher would ever release.
+    const others = live.filter((other) => other !== pair).map((other) => other.paymaster);
+    const watcher = settlementWatcher({
+      ...common,
+      entryPoint: pair.entryPoint,
+      paymaster: pair.paymaster,
+      name,
+      releases: i === 0 ? { allBut: others } : "own",
+    });
+    return { ...pair, name, watcher, loop: loop(name, watcher.tick) };
+  });
+  const deposits = depositWatcher(common);
   return {
     chain,
-    settlement,
+    settlements,
+    settlement: settlements[0]!.watcher,
     deposits,
-    loops: { settlement: loop("settlement", settlement.tick), deposits: loop("deposits", deposits.tick) },
+    loops: { settlement: settlements[0]!.loop, deposits: loop("deposits", deposits.tick) },
   };
 }
 
@@ -118,9 +153,21 @@ function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
     set.deposits.tracing() === "top-level"
       ? "no call tracing on this RPC: transfers made by contracts are not credited"
       : null;
-  const paymaster = set.chain.paymaster!.toLowerCase();
-  const unattributedProbe: ReadinessProbe = {
-    name: `chain:${chainId}:unattributed`,
+  return [
+    rpcProbe,
+    ...set.settlements.map((s) => lagProbe(s.name, s.loop, () => null)),
+    lagProbe("deposits", set.loops.deposits, tracingNote),
+    ...set.settlements.map((s) => unattributedProbe(db, chainId, s)),
+    reorgProbe(db, chainId),
+  ];
+}
+
+/** Spend of one paymaster that no tank was charged for; v0.7's probe keeps its name. */
+function unattributedProbe(db: Db, chainId: number, pair: SettlementPair): ReadinessProbe {
+  const paymaster = pair.paymaster.toLowerCase();
+  const suffix = pair.version === "0.7" ? "" : `:${pair.version}`;
+  return {
+    name: `chain:${chainId}:unattributed${suffix}`,
     async check() {
       const totals = await paidTotals(db, chainId, paymaster, null).catch(() => null);
       if (totals === null) return { status: "degraded", detail: "could not read chain_operations" };
@@ -135,13 +182,6 @@ function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
           };
     },
   };
-  return [
-    rpcProbe,
-    lagProbe("settlement", set.loops.settlement, () => null),
-    lagProbe("deposits", set.loops.deposits, tracingNote),
-    unattributedProbe,
-    reorgProbe(db, chainId),
-  ];
 }
 
 /** Pure: a watcher's state for readiness, from its lag and its last tick. */

@@ -1,16 +1,16 @@
-import { Type } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 import { getAddress } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
 import { reorgTotals } from "../chains/applied-blocks.ts";
-import { readCursor } from "../chains/cursors.ts";
+import { readCursor, settlementWatcherName } from "../chains/cursors.ts";
 import { type ChainClient, createChainClient } from "../chains/rpc.ts";
+import { type LiveEntryPoint, liveEntryPoints } from "../config.ts";
 import type { RoutePlugin } from "../context.ts";
 import type { Queryable } from "../db/db.ts";
 import { ApiError, forbidden } from "../http/problem.ts";
 import { bearer, responses, Timestamp } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
-import { paidTotals, recentUnattributed } from "./store.ts";
-import { SETTLEMENT_WATCHER } from "./watcher.ts";
+import { type PaidTotals, paidTotals, recentUnattributed } from "./store.ts";
 
 const Wei = Type.String({ pattern: "^(0|[1-9][0-9]{0,78})$" });
 
@@ -25,10 +25,32 @@ const Unattributed = Type.Object({
   reason: Type.String(),
 });
 
+const EntryPointParity = Type.Object({
+  version: Type.Union([Type.Literal("0.7"), Type.Literal("0.8")]),
+  entryPoint: Type.String(),
+  paymaster: Type.String(),
+  entryPointDeposit: Type.Union([Wei, Type.Null()], {
+    description: "This paymaster's deposit in its EntryPoint, read now; null when the RPC did not answer",
+  }),
+  fromBlock: Type.Union([Type.String(), Type.Null()]),
+  throughBlock: Type.Union([Type.String(), Type.Null()], {
+    description: "The last block this EntryPoint's settlement watcher has read",
+  }),
+  operations: Type.Integer({ description: "Operations this paymaster paid in the blocks read" }),
+  paidOnChain: Wei,
+  billed: Wei,
+  unattributed: Wei,
+  unattributedCount: Type.Integer(),
+  inSync: Type.Boolean({ description: "Everything this paymaster paid was charged to a tank" }),
+});
+
 const ChainParity = Type.Object(
   {
     chainId: Type.Integer(),
-    entryPoint: Type.String(),
+    entryPoint: Type.String({
+      description:
+        "entryPoint, paymaster, entryPointDeposit, depositCovers, fromBlock, throughBlock, operations, paidOnChain, billed, unattributed and unattributedCount describe EntryPoint v0.7's paymaster (the chain's first live one when v0.7 is not served); entryPoints has each live one",
+    }),
     paymaster: Type.String(),
     generatedAt: Timestamp,
     entryPointDeposit: Type.Union([Wei, Type.Null()], {
@@ -56,9 +78,18 @@ const ChainParity = Type.Object(
       }),
       lastDetectedAt: Type.Union([Timestamp, Type.Null()]),
     }),
+    entryPoints: Type.Array(EntryPointParity, {
+      description: "Every live (EntryPoint, paymaster) pair of the chain, v0.7 first",
+    }),
+    entryPointDeposits: Type.Union([Wei, Type.Null()], {
+      description: "The deposits of every live paymaster added up; null when one could not be read",
+    }),
+    depositsCover: Type.Union([Type.Boolean(), Type.Null()], {
+      description: "entryPointDeposits >= promised: the tanks are shared by every paymaster of the chain",
+    }),
     inSync: Type.Boolean({
       description:
-        "Everything the paymaster paid was charged to a tank, and no reorganisation is open or left a debt",
+        "Everything every live paymaster paid was charged to a tank, and no reorganisation is open or left a debt",
     }),
   },
   { $id: "ChainParityReport" },
@@ -98,37 +129,42 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
         throw forbidden("chain parity is for the service's operators");
       }
       const chain = config.chains.find((c) => c.chainId === request.params.chainId && c.active);
-      if (!chain?.paymaster) {
+      const live = chain ? liveEntryPoints(chain) : [];
+      if (!chain || live.length === 0) {
         throw new ApiError(404, "not_found", `no paymaster is configured on chain ${request.params.chainId}`);
       }
-      const paymaster = chain.paymaster.toLowerCase();
       const fromBlock = request.query.fromBlock === undefined ? null : BigInt(request.query.fromBlock);
-      const [totals, promised, cursor, deposit, unattributed, reorgs] = await Promise.all([
-        paidTotals(db, chain.chainId, paymaster, fromBlock),
+      const client = clientFor(chain.chainId, chain.rpcUrl);
+      const [pairs, promised, unattributed, reorgs] = await Promise.all([
+        Promise.all(live.map((pair) => pairParity(db, client, chain.chainId, pair, fromBlock))),
         promisedWei(db, chain.chainId),
-        readCursor(db, chain.chainId, SETTLEMENT_WATCHER),
-        entryPointDeposit(clientFor(chain.chainId, chain.rpcUrl), chain.entryPoint, chain.paymaster),
         recentUnattributed(db, chain.chainId, 20),
         reorgTotals(db, chain.chainId),
       ]);
       const promisedTotal = promised.tanksWei + promised.reservedWei;
+      // The top-level fields describe the first pair (v0.7's), as they did before v0.8.
+      const first = pairs[0]!;
+      const deposits = pairs.some((p) => p.depositWei === null)
+        ? null
+        : pairs.reduce((sum, p) => sum + p.depositWei!, 0n);
+      const reorgsSettled = reorgs.unreconciled === 0 && reorgs.shortfallWei === 0n;
       return {
         chainId: chain.chainId,
-        entryPoint: getAddress(chain.entryPoint),
-        paymaster: getAddress(chain.paymaster),
+        entryPoint: first.report.entryPoint,
+        paymaster: first.report.paymaster,
         generatedAt: new Date(services.now()).toISOString(),
-        entryPointDeposit: deposit === null ? null : deposit.toString(),
+        entryPointDeposit: first.report.entryPointDeposit,
         tanks: promised.tanksWei.toString(),
         openReservations: promised.reservedWei.toString(),
         promised: promisedTotal.toString(),
-        depositCovers: deposit === null ? null : deposit >= promisedTotal,
-        fromBlock: totals.fromBlock?.toString() ?? null,
-        throughBlock: cursor !== null && cursor > 0n ? (cursor - 1n).toString() : null,
-        operations: totals.operations,
-        paidOnChain: totals.paidWei.toString(),
-        billed: totals.billedWei.toString(),
-        unattributed: totals.unattributedWei.toString(),
-        unattributedCount: totals.unattributedCount,
+        depositCovers: first.depositWei === null ? null : first.depositWei >= promisedTotal,
+        fromBlock: first.report.fromBlock,
+        throughBlock: first.report.throughBlock,
+        operations: first.report.operations,
+        paidOnChain: first.report.paidOnChain,
+        billed: first.report.billed,
+        unattributed: first.report.unattributed,
+        unattributedCount: first.report.unattributedCount,
         recentUnattributed: unattributed,
         reorgs: {
           detected: reorgs.detected,
@@ -136,11 +172,46 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
           shortfall: reorgs.shortfallWei.toString(),
           lastDetectedAt: reorgs.lastDetectedAt,
         },
-        inSync: totals.unattributedWei === 0n && reorgs.unreconciled === 0 && reorgs.shortfallWei === 0n,
+        entryPoints: pairs.map((p) => p.report),
+        entryPointDeposits: deposits === null ? null : deposits.toString(),
+        depositsCover: deposits === null ? null : deposits >= promisedTotal,
+        inSync: pairs.every((p) => p.report.inSync) && reorgsSettled,
       };
     },
   );
 };
+
+/** What one live paymaster paid on chain against what was billed, and its deposit now. */
+async function pairParity(
+  db: Queryable,
+  client: ChainClient,
+  chainId: number,
+  pair: LiveEntryPoint,
+  fromBlock: bigint | null,
+): Promise<{ depositWei: bigint | null; report: Static<typeof EntryPointParity> }> {
+  const [totals, cursor, depositWei]: [PaidTotals, bigint | null, bigint | null] = await Promise.all([
+    paidTotals(db, chainId, pair.paymaster.toLowerCase(), fromBlock),
+    readCursor(db, chainId, settlementWatcherName(pair.version)),
+    entryPointDeposit(client, pair.entryPoint, pair.paymaster),
+  ]);
+  return {
+    depositWei,
+    report: {
+      version: pair.version,
+      entryPoint: getAddress(pair.entryPoint),
+      paymaster: getAddress(pair.paymaster),
+      entryPointDeposit: depositWei === null ? null : depositWei.toString(),
+      fromBlock: totals.fromBlock?.toString() ?? null,
+      throughBlock: cursor !== null && cursor > 0n ? (cursor - 1n).toString() : null,
+      operations: totals.operations,
+      paidOnChain: totals.paidWei.toString(),
+      billed: totals.billedWei.toString(),
+      unattributed: totals.unattributedWei.toString(),
+      unattributedCount: totals.unattributedCount,
+      inSync: totals.unattributedWei === 0n,
+    },
+  };
+}
 
 /** Every tank's balance plus the reservations still open on the chain: what the deposit backs. */
 async function promisedWei(

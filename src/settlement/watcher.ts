@@ -32,7 +32,7 @@ import {
   reorgEpoch,
   StaleRangeError,
 } from "../chains/applied-blocks.ts";
-import { advanceCursor, readCursor } from "../chains/cursors.ts";
+import { advanceCursor, readCursor, type SettlementWatcherName } from "../chains/cursors.ts";
 import { silentLog, type WatcherLog } from "../chains/poll-loop.ts";
 import { type ChainClient, confirmedHead } from "../chains/rpc.ts";
 import { earliestPendingSec, nextBlockRange } from "../chains/start-block.ts";
@@ -41,6 +41,7 @@ import { release } from "../ledger/ledger.ts";
 import { type ChainOperation, scanPaidOperations } from "./scan.ts";
 import { orphanedTotals, orphanOperations, type Recorded, recordOperation } from "./store.ts";
 
+/** The name (and cursor) of the settlement watcher of EntryPoint v0.7, the default. */
 export const SETTLEMENT_WATCHER = "settlement";
 
 export interface SettlementWatcherOptions {
@@ -59,6 +60,21 @@ export interface SettlementWatcherOptions {
   /** Extra chain time after validUntil before an unused reservation is released. */
   releaseMarginSec?: number;
   log?: WatcherLog;
+  /**
+   * The watcher's name: its cursor, remembered blocks and reorganisations are kept under it, so
+   * each (EntryPoint, paymaster) pair of a chain needs its own (chains/cursors.ts). Default
+   * SETTLEMENT_WATCHER, EntryPoint v0.7's.
+   */
+  name?: SettlementWatcherName;
+  /**
+   * Which expired reservations this watcher releases. A watcher's cursor says when an
+   * authorization of its own paymaster can no longer be used, nothing about another paymaster's
+   * (their operations are in another EntryPoint's logs, read by another watcher). `{ allBut }`,
+   * the default with no one excluded: every reservation on the chain except those of the listed
+   * paymasters; a chain's first watcher runs so, which also releases reservations no live
+   * paymaster will ever use (v1 rows, a retired deployment's). `"own"`: only `paymaster`'s.
+   */
+  releases?: "own" | { allBut: Address[] };
 }
 
 export interface SettlementTickReport {
@@ -84,7 +100,7 @@ export interface ScannedRange {
 }
 
 export interface SettlementWatcher {
-  readonly name: typeof SETTLEMENT_WATCHER;
+  readonly name: SettlementWatcherName;
   readonly chainId: number;
   /** One pass: reads the confirmed blocks after the cursor, settles, releases, moves the cursor. */
   tick(): Promise<SettlementTickReport>;
@@ -105,10 +121,11 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
   const maxBlockRange = options.maxBlockRange ?? 1_000n;
   const maxRangesPerTick = options.maxRangesPerTick ?? 20;
   const marginSec = options.releaseMarginSec ?? 60;
-  const context = { chainId, watcher: SETTLEMENT_WATCHER };
+  const name = options.name ?? SETTLEMENT_WATCHER;
+  const context = { chainId, watcher: name };
 
   const watcher: SettlementWatcher = {
-    name: SETTLEMENT_WATCHER,
+    name,
     chainId,
 
     nextRange: (head) =>
@@ -116,7 +133,7 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
         db,
         client,
         chainId,
-        watcher: SETTLEMENT_WATCHER,
+        watcher: name,
         head,
         maxBlocks: maxBlockRange,
         startBlock: options.startBlock,
@@ -125,7 +142,7 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
 
     async scan(fromBlock, toBlock) {
       // Taken first: a reorganisation recorded after this makes the range stale.
-      const epoch = await reorgEpoch(db, chainId, SETTLEMENT_WATCHER);
+      const epoch = await reorgEpoch(db, chainId, name);
       const ops = await scanPaidOperations(options, fromBlock, toBlock);
       const last = await consistentView(client, toBlock, ops);
       return { fromBlock, toBlock, ops, last, epoch };
@@ -133,7 +150,7 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
 
     async apply(range) {
       const recorded: Recorded[] = [];
-      const scope = { chainId, watcher: SETTLEMENT_WATCHER, epoch: range.epoch } as const;
+      const scope = { chainId, watcher: name, epoch: range.epoch } as const;
       for (const op of range.ops) {
         const block = { number: op.blockNumber, hash: op.blockHash };
         const r = await applyEffects(db, scope, [block], (tx) => recordOperation(tx, chainId, paymaster, op));
@@ -161,17 +178,17 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
     },
 
     commit: (range) =>
-      applyEffects(db, { chainId, watcher: SETTLEMENT_WATCHER, epoch: range.epoch }, [range.last], (tx) =>
-        advanceCursor(tx, chainId, SETTLEMENT_WATCHER, range.toBlock + 1n),
+      applyEffects(db, { chainId, watcher: name, epoch: range.epoch }, [range.last], (tx) =>
+        advanceCursor(tx, chainId, name, range.toBlock + 1n),
       ),
 
     async releaseExpired() {
-      if (await openReorg(db, chainId, SETTLEMENT_WATCHER)) return 0;
-      return releaseExpired(options, marginSec, log);
+      if (await openReorg(db, chainId, name)) return 0;
+      return releaseExpired({ ...options, name }, marginSec, log);
     },
 
     async reconcileReorg(latestBlock) {
-      const reorg = (await openReorg(db, chainId, SETTLEMENT_WATCHER)) ?? (await detect(latestBlock));
+      const reorg = (await openReorg(db, chainId, name)) ?? (await detect(latestBlock));
       if (!reorg) return null;
       const hashes = reorg.orphaned.map((b) => b.hash);
       await orphanOperations(db, chainId, hashes);
@@ -209,17 +226,29 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
       }
       const released = await watcher.releaseExpired();
       if (settled > 0 || released > 0) log.info({ ...context, settled, released }, "gas tanks settled");
-      const cursor = await readCursor(db, chainId, SETTLEMENT_WATCHER);
+      const cursor = await readCursor(db, chainId, name);
       const processedThrough = cursor !== null && cursor > 0n ? cursor - 1n : null;
       return { confirmedHead: head, processedThrough, settled, released, unattributed, reorg };
     },
   };
 
   async function detect(latestBlock: bigint): Promise<ChainReorg | null> {
-    const found = await findReorg(db, client, chainId, SETTLEMENT_WATCHER, { latestBlock });
-    return found ? recordReorg(db, chainId, SETTLEMENT_WATCHER, found, log) : null;
+    const found = await findReorg(db, client, chainId, name, { latestBlock });
+    return found ? recordReorg(db, chainId, name, found, log) : null;
   }
   return watcher;
+}
+
+/** The reservations a watcher releases, as a predicate on `sponsorships` whose parameter is $2. */
+function releaseScope(
+  releases: NonNullable<SettlementWatcherOptions["releases"]>,
+  paymaster: Address,
+): { predicate: string; param: string | string[] } {
+  if (releases === "own") return { predicate: "paymaster = $2", param: paymaster.toLowerCase() };
+  return {
+    predicate: "(paymaster IS NULL OR NOT (paymaster = ANY($2::text[])))",
+    param: releases.allBut.map((a) => a.toLowerCase()),
+  };
 }
 
 /**
@@ -251,25 +280,28 @@ async function consistentView(
  * authorization would have been in the blocks read. Chain time decides, not this machine's clock.
  */
 async function releaseExpired(
-  options: SettlementWatcherOptions,
+  options: SettlementWatcherOptions & { name: SettlementWatcherName },
   marginSec: number,
   log: WatcherLog,
 ): Promise<number> {
   const { db, client, chainId } = options;
-  const cursor = await readCursor(db, chainId, SETTLEMENT_WATCHER);
+  const cursor = await readCursor(db, chainId, options.name);
   if (cursor === null || cursor === 0n) return 0;
+  const scope = releaseScope(options.releases ?? { allBut: [] }, options.paymaster);
   const oldest = await db.query<{ valid_until: string | null }>(
-    "SELECT min(valid_until)::text AS valid_until FROM sponsorships WHERE chain_id = $1 AND status = 'pending'",
-    [chainId],
+    `SELECT min(valid_until)::text AS valid_until FROM sponsorships
+     WHERE chain_id = $1 AND status = 'pending' AND ${scope.predicate}`,
+    [chainId, scope.param],
   );
   if (oldest[0]?.valid_until == null) return 0;
   const readThrough = await client.getBlock({ blockNumber: cursor - 1n });
   const cutoffSec = readThrough.timestamp - BigInt(marginSec);
   if (BigInt(oldest[0].valid_until) >= cutoffSec) return 0;
   const rows = await db.query<{ auth_id: string }>(
-    `SELECT auth_id FROM sponsorships WHERE chain_id = $1 AND status = 'pending' AND valid_until < $2
+    `SELECT auth_id FROM sponsorships
+     WHERE chain_id = $1 AND status = 'pending' AND ${scope.predicate} AND valid_until < $3
      ORDER BY valid_until LIMIT 500`,
-    [chainId, cutoffSec.toString()],
+    [chainId, scope.param, cutoffSec.toString()],
   );
   let released = 0;
   for (const { auth_id } of rows) if (await release(db, auth_id)) released++;
