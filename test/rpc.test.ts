@@ -269,6 +269,12 @@ describe("ERC-7677: every bad request is a JSON-RPC error, never a 500, and chan
       "unsupported_account",
     ],
     [
+      "an EIP-7702 operation on EntryPoint v0.7",
+      () => rpc("pm_getPaymasterData", params(userOp({ factory: "0x7702", factoryData: "0x" }))),
+      -32602,
+      "invalid_params",
+    ],
+    [
       "a changed paymaster gas limit",
       () => rpc("pm_getPaymasterData", params(userOp({ paymasterVerificationGasLimit: "0x1" }))),
       -32602,

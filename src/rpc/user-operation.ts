@@ -51,8 +51,7 @@ function userOperation(value: unknown): OperationFields {
   const o = value as Record<string, unknown>;
   const gas = (name: string) => quantity(o[name], `userOperation.${name}`, UINT128_MAX);
   const optionalGas = (name: string) => (o[name] === undefined || o[name] === null ? null : gas(name));
-  const factory =
-    o.factory === undefined || o.factory === null ? null : address(o.factory, "userOperation.factory");
+  const factory = o.factory === undefined || o.factory === null ? null : factoryOf(o.factory);
   return {
     sender: address(o.sender, "userOperation.sender"),
     nonce: quantity(o.nonce, "userOperation.nonce", UINT256_MAX),
@@ -84,6 +83,16 @@ function eip7702DelegateOf(value: unknown): Address | null {
     throw new Invalid("userOperation.eip7702Auth must be an object");
   const auth = value as Record<string, unknown>;
   return address(auth.address ?? auth.contractAddress, "userOperation.eip7702Auth.address");
+}
+
+/**
+ * A factory address, or EntryPoint v0.8's EIP-7702 marker, which viem sends as the two bytes
+ * `0x7702` (the padded 20-byte form is an address already). The initCode signed is exactly
+ * factory ‖ factoryData as the client sends it, which is what the bundler packs.
+ */
+function factoryOf(value: unknown): Address {
+  if (typeof value === "string" && value.toLowerCase() === "0x7702") return "0x7702" as Address;
+  return address(value, "userOperation.factory");
 }
 
 function address(value: unknown, name: string): Address {

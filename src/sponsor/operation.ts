@@ -206,7 +206,8 @@ async function checkOperation(
 ): Promise<Checked | Refusal> {
   const chain = deps.config.chains.find((c) => c.chainId === req.chainId && c.active);
   if (!chain) return refuse(400, "unsupported_chain", `chain ${req.chainId} is not supported`);
-  const paymaster = liveEntryPointAt(chain, req.entryPoint)?.paymaster ?? null;
+  const live = liveEntryPointAt(chain, req.entryPoint);
+  const paymaster = live?.paymaster ?? null;
   if (!paymaster) {
     return refuse(
       400,
@@ -237,8 +238,17 @@ async function checkOperation(
   if (feeRefusal) return feeRefusal;
   const gasRefusal = checkPaymasterGas(userOp);
   if (gasRefusal) return gasRefusal;
-  if (isEip7702InitCode(initCodeOf(userOp)) && !userOp.eip7702Delegate) {
-    return refuse(400, "invalid_params", "an EIP-7702 operation needs eip7702Auth (the delegate it binds)");
+  if (isEip7702InitCode(initCodeOf(userOp))) {
+    if (live?.version !== "0.8") {
+      return refuse(
+        400,
+        "invalid_params",
+        "EIP-7702 operations need EntryPoint v0.8; v0.7 would call 0x7702… as a factory",
+      );
+    }
+    if (!userOp.eip7702Delegate) {
+      return refuse(400, "invalid_params", "an EIP-7702 operation needs eip7702Auth (the delegate it binds)");
+    }
   }
   const missing = await deps.firstNotAllowlisted(req.projectId, calls);
   if (missing !== null) return notAllowlisted(calls, missing);

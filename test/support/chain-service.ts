@@ -249,6 +249,7 @@ export async function startServiceOnChain(options: {
     env: {
       CHAIN_14601_RPC_URL: chain.rpcUrl,
       CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
+      CHAIN_14601_PAYMASTER_V08_ADDRESS: stack.v08.paymaster,
       CHAIN_14601_CONFIRMATIONS: String(options.confirmations),
       ...(options.operator ? { OPERATOR_EMAILS: options.operator } : {}),
     },
@@ -266,17 +267,23 @@ export async function startServiceOnChain(options: {
   };
 }
 
-/** The service's settlement watcher for a test chain, driven by hand with tick(). */
+/**
+ * The service's settlement watcher for a test chain, driven by hand with tick(): the v0.7 pair's,
+ * or with `version: "0.8"` the v0.8 pair's (its own cursor; releases only its own reservations).
+ */
 export function settlementWatcherOn(
   s: Pick<ServiceOnChain, "chain" | "stack" | "t">,
-  options: { confirmations: number; startBlock: bigint; releaseMarginSec?: number },
+  options: { confirmations: number; startBlock: bigint; releaseMarginSec?: number; version?: "0.7" | "0.8" },
 ): SettlementWatcher {
+  const { version, ...rest } = options;
+  const v08 = version === "0.8";
   return settlementWatcher({
     db: s.t.db,
     client: watcherClient(s.chain),
     chainId: s.chain.chainId,
-    entryPoint: s.stack.entryPoint,
-    paymaster: s.stack.paymaster,
-    ...options,
+    entryPoint: v08 ? s.stack.v08.entryPoint : s.stack.entryPoint,
+    paymaster: v08 ? s.stack.v08.paymaster : s.stack.paymaster,
+    ...(v08 ? { name: "settlement:0.8" as const, releases: "own" as const } : {}),
+    ...rest,
   });
 }
