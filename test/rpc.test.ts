@@ -109,6 +109,12 @@ describe("ERC-7677 at POST /rpc", () => {
     const op = userOp({ nonce: "0x1" });
     const first = await rpc("pm_getPaymasterData", params(op));
     assert.ok(first.body.result.paymasterData, first.text);
+    // The stub has the final data's length and no more zero bytes, so simulating with it costs
+    // what the real data will (calldata gas) and runs the same checks.
+    const stub = await rpc("pm_getPaymasterStubData", params(op));
+    const zeros = (hex: string) => (hex.slice(2).match(/../g) ?? []).filter((b) => b === "00").length;
+    assert.equal(stub.body.result.paymasterData.length, first.body.result.paymasterData.length);
+    assert.ok(zeros(stub.body.result.paymasterData) <= zeros(first.body.result.paymasterData));
     const again = await rpc("pm_getPaymasterData", params(op));
     assert.equal(again.text, first.text);
     const after = await ledgerState();
