@@ -66,7 +66,7 @@ export async function authorizeOrg(
   const row = rows[0];
   if (!row) throw notFound("organization");
   if (!orgRoleAllows(row.role, action)) {
-    throw new ApiError(403, "forbidden", `the ${row.role} role does not allow this in the organization`);
+    throw new ApiError("forbidden", `the ${row.role} role does not allow this in the organization`);
   }
   return { orgId: row.org_id, role: row.role, developerId: developer.developerId };
 }

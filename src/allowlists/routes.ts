@@ -73,7 +73,6 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
       const result = await db.transaction((tx) => addEntry(tx, projectId, target, selector));
       if (!result) {
         throw new ApiError(
-          409,
           "allowlist_full",
           `a project holds at most ${MAX_ENTRIES_PER_PROJECT} allowlist entries`,
         );

@@ -1,4 +1,5 @@
 import { type Static, Type } from "@sinclair/typebox";
+import { ERRORS, type ErrorCode } from "./catalogue.ts";
 
 /** RFC 9457 problem details, the one error shape of the whole API. */
 export const Problem = Type.Object(
@@ -16,49 +17,53 @@ export type Problem = Static<typeof Problem>;
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
 
-const TITLES: Record<number, string> = {
-  400: "Bad Request",
-  401: "Unauthorized",
-  402: "Payment Required",
-  403: "Forbidden",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  409: "Conflict",
-  413: "Content Too Large",
-  415: "Unsupported Media Type",
-  422: "Unprocessable Content",
-  429: "Too Many Requests",
-  500: "Internal Server Error",
-  503: "Service Unavailable",
-};
-
 /**
- * An expected refusal, carried up to the one error handler that renders it. `headers` lets a
- * refusal add what the client needs to recover (Retry-After, WWW-Authenticate, ...).
+ * An expected refusal, carried up to the one error handler that renders it. Its status and title
+ * come from the catalogue; `headers` lets a refusal add what the client needs to recover
+ * (Retry-After, WWW-Authenticate, ...).
  */
 export class ApiError extends Error {
+  readonly status: number;
   constructor(
-    readonly status: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     detail: string,
     readonly headers: Record<string, string> = {},
   ) {
     super(detail);
+    this.status = ERRORS[code].status;
   }
 }
 
-export function problemBody(status: number, code: string, detail: string, requestId: string): Problem {
+export function problemBody(code: ErrorCode, detail: string, requestId: string): Problem {
+  const spec = ERRORS[code];
   return {
     type: `https://docs.gas-sponsorship.dev/problems/${code.replaceAll("_", "-")}`,
-    title: TITLES[status] ?? "Error",
-    status,
+    title: spec.title,
+    status: spec.status,
     detail,
     code,
     requestId,
   };
 }
 
-export const notFound = (what: string) => new ApiError(404, "not_found", `${what} not found`);
-export const forbidden = (detail: string) => new ApiError(403, "forbidden", detail);
-export const conflict = (detail: string) => new ApiError(409, "conflict", detail);
-export const invalid = (detail: string) => new ApiError(400, "invalid_request", detail);
+export const notFound = (what: string) => new ApiError("not_found", `${what} not found`);
+export const forbidden = (detail: string) => new ApiError("forbidden", detail);
+export const conflict = (detail: string) => new ApiError("conflict", detail);
+export const invalid = (detail: string) => new ApiError("invalid_request", detail);
+
+/** The 429 for a request over its budget, with the headers a client needs to back off. */
+export function rateLimited(
+  refusal: { perMinute: number; windowSec: number; retryAfterSec: number },
+  who = "this API key",
+): ApiError {
+  const { perMinute, windowSec, retryAfterSec } = refusal;
+  return new ApiError(
+    "rate_limited",
+    `${who} allows ${perMinute} requests per ${windowSec === 60 ? "minute" : `${windowSec} s`}`,
+    {
+      "retry-after": String(retryAfterSec),
+      "ratelimit-policy": `${perMinute};w=${windowSec}`,
+      ratelimit: `limit=${perMinute}, remaining=0, reset=${retryAfterSec}`,
+    },
+  );
+}

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { KEY_PREFIX } from "../api-keys/format.ts";
 import type { Services } from "../context.ts";
-import { ApiError } from "../http/problem.ts";
+import { ApiError, rateLimited } from "../http/problem.ts";
 import { resolveDeveloper } from "./developers.ts";
 import type { Principal } from "./principal.ts";
 
@@ -21,7 +21,11 @@ export function installAuthentication(app: FastifyInstance, services: Services) 
     if (request.routeOptions.config?.ownAuthentication) return;
     request.principal = await principalOf(request, services);
     if (request.principal?.kind === "apiKey") {
-      await services.rateLimiter.consume(request.principal.keyId, request.principal.rateLimit);
+      const refusal = await services.rateLimiter.consume(
+        request.principal.keyId,
+        request.principal.rateLimit,
+      );
+      if (refusal) throw rateLimited(refusal);
     }
   });
 }
@@ -31,12 +35,12 @@ async function principalOf(request: FastifyRequest, services: Services): Promise
   if (header === undefined) return null;
   const match = /^Bearer ([!-~]+)$/.exec(header);
   if (!match || match[1]!.length > MAX_CREDENTIAL_LENGTH) {
-    throw new ApiError(401, "unauthorized", "expected 'Authorization: Bearer <credential>'", wwwAuthenticate);
+    throw new ApiError("unauthorized", "expected 'Authorization: Bearer <credential>'", wwwAuthenticate);
   }
   const credential = match[1]!;
   if (credential.startsWith(KEY_PREFIX)) {
     const key = await services.apiKeys.resolve(credential);
-    if (!key) throw new ApiError(401, "unauthorized", "the API key is invalid or revoked", wwwAuthenticate);
+    if (!key) throw new ApiError("unauthorized", "the API key is invalid or revoked", wwwAuthenticate);
     return {
       kind: "apiKey",
       keyId: key.id,
@@ -47,8 +51,11 @@ async function principalOf(request: FastifyRequest, services: Services): Promise
   }
   const identity = await services.tokens.verify(credential);
   if (!identity)
-    throw new ApiError(401, "unauthorized", "the access token is invalid or expired", wwwAuthenticate);
+    throw new ApiError("unauthorized", "the access token is invalid or expired", wwwAuthenticate);
   const developerId = await resolveDeveloper(services.db, identity);
+  // The email belongs to another subject (another account at the provider): never merge them.
+  if (developerId === null)
+    throw new ApiError("identity_conflict", "this email is already linked to another identity");
   return { kind: "developer", developerId, email: identity.email };
 }
 
@@ -64,7 +71,7 @@ const wwwAuthenticate = { "www-authenticate": 'Bearer realm="gas-sponsorship"' }
 /** The caller, or 401 when the request carried no credential at all. */
 export function requirePrincipal(request: FastifyRequest): Principal {
   if (!request.principal) {
-    throw new ApiError(401, "unauthorized", "missing 'Authorization: Bearer <credential>'", wwwAuthenticate);
+    throw new ApiError("unauthorized", "missing 'Authorization: Bearer <credential>'", wwwAuthenticate);
   }
   return request.principal;
 }
@@ -72,7 +79,7 @@ export function requirePrincipal(request: FastifyRequest): Principal {
 export function requireDeveloper(request: FastifyRequest): Extract<Principal, { kind: "developer" }> {
   const principal = requirePrincipal(request);
   if (principal.kind !== "developer") {
-    throw new ApiError(403, "forbidden", "this route needs a developer token, not an API key");
+    throw new ApiError("forbidden", "this route needs a developer token, not an API key");
   }
   return principal;
 }

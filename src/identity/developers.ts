@@ -1,13 +1,12 @@
 import type { Queryable } from "../db/db.ts";
-import { ApiError } from "../http/problem.ts";
 import type { VerifiedIdentity } from "./tokens.ts";
 
 /**
  * Finds the developer behind a verified token, creating the record on first sign-in. A member
  * invited by email before ever signing in already has a record without a subject; the first
- * token carrying that email claims it.
+ * token carrying that email claims it. Null when the email already belongs to another subject.
  */
-export async function resolveDeveloper(db: Queryable, id: VerifiedIdentity): Promise<number> {
+export async function resolveDeveloper(db: Queryable, id: VerifiedIdentity): Promise<number | null> {
   const known = await db.query<{ id: number; email: string }>(
     "SELECT id, email FROM developers WHERE subject = $1",
     [id.subject],
@@ -22,7 +21,7 @@ export async function resolveDeveloper(db: Queryable, id: VerifiedIdentity): Pro
   );
   if (claimed[0]) return claimed[0].id;
   // The email belongs to another subject (another account at the provider): never merge them.
-  throw new ApiError(401, "identity_conflict", "this email is already linked to another identity");
+  return null;
 }
 
 /** Finds or creates the record of a developer known only by email (an invitation). */

@@ -157,11 +157,7 @@ async function applyRole(
     ownerCount: await countOwners(tx, access.orgId),
   });
   if (decision.kind === "deny") {
-    throw new ApiError(
-      decision.status,
-      decision.status === 409 ? "last_owner" : "forbidden",
-      decision.detail,
-    );
+    throw new ApiError(decision.code, decision.detail);
   }
   await upsertMember(tx, access.orgId, developerId, newRole);
 }

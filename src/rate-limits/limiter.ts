@@ -1,7 +1,6 @@
 import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { batchPerKey } from "../batching.ts";
-import { ApiError } from "../http/problem.ts";
 
 /**
  * Per-key request budgets: `rateLimit` requests per minute (DESIGN.md §3), counted in Redis when
@@ -12,13 +11,20 @@ import { ApiError } from "../http/problem.ts";
  */
 export interface RateLimiter {
   readonly shared: boolean;
-  /** Counts one request; throws a 429 ApiError when the key is over its budget. */
-  consume(keyId: number, perMinute: number): Promise<void>;
+  /** Counts one request; null when it may pass, or the refusal when the key is over its budget. */
+  consume(keyId: number, perMinute: number): Promise<RateLimitRefusal | null>;
   /** True when the shared store answered its last probe (always true when in memory). */
   healthy(): Promise<boolean>;
 }
 
 export const WINDOW_SEC = 60;
+
+/** A request over its budget: the budget, and when the window resets. */
+export interface RateLimitRefusal {
+  perMinute: number;
+  windowSec: number;
+  retryAfterSec: number;
+}
 
 export function memoryRateLimiter(): RateLimiter {
   // One limiter per distinct budget: keys created with the same rateLimit share the instance.
@@ -34,9 +40,10 @@ export function memoryRateLimiter(): RateLimiter {
       }
       try {
         await limiter.consume(String(keyId), 1);
+        return null;
       } catch (res) {
         if (!(res instanceof RateLimiterRes)) throw res;
-        throw tooMany(perMinute, res.msBeforeNext);
+        return tooMany(perMinute, res.msBeforeNext);
       }
     },
   };
@@ -51,27 +58,26 @@ export function memoryRateLimiter(): RateLimiter {
  */
 export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
   const insurance = memoryRateLimiter();
-  // One result per request: null when it may pass, or the 429 to answer.
-  const count = batchPerKey(async (keyId: number, budgets: number[]): Promise<(ApiError | null)[]> => {
-    try {
-      const [total, ttlMs] = (await redis.eval(
-        COUNT_SCRIPT,
-        1,
-        `${prefix}:${keyId}`,
-        budgets.length,
-        WINDOW_SEC * 1000,
-      )) as [number, number];
-      const first = total - budgets.length + 1;
-      return budgets.map((perMinute, i) =>
-        first + i <= perMinute ? null : tooMany(perMinute, Math.max(ttlMs, 1)),
-      );
-    } catch {
-      const counted = await Promise.allSettled(
-        budgets.map((perMinute) => insurance.consume(keyId, perMinute)),
-      );
-      return counted.map((c) => (c.status === "fulfilled" ? null : (c.reason as ApiError)));
-    }
-  });
+  // One result per request: null when it may pass, or the refusal.
+  const count = batchPerKey(
+    async (keyId: number, budgets: number[]): Promise<(RateLimitRefusal | null)[]> => {
+      try {
+        const [total, ttlMs] = (await redis.eval(
+          COUNT_SCRIPT,
+          1,
+          `${prefix}:${keyId}`,
+          budgets.length,
+          WINDOW_SEC * 1000,
+        )) as [number, number];
+        const first = total - budgets.length + 1;
+        return budgets.map((perMinute, i) =>
+          first + i <= perMinute ? null : tooMany(perMinute, Math.max(ttlMs, 1)),
+        );
+      } catch {
+        return Promise.all(budgets.map((perMinute) => insurance.consume(keyId, perMinute)));
+      }
+    },
+  );
 
   return {
     shared: true,
@@ -82,10 +88,7 @@ export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
         return false;
       }
     },
-    async consume(keyId, perMinute) {
-      const refusal = await count(keyId, perMinute);
-      if (refusal) throw refusal;
-    },
+    consume: (keyId, perMinute) => count(keyId, perMinute),
   };
 }
 
@@ -99,11 +102,6 @@ if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]); ttl = tonumber(ARGV[2])
 return {total, ttl}
 `;
 
-function tooMany(perMinute: number, msBeforeNext: number): ApiError {
-  const resetSec = Math.max(1, Math.ceil(msBeforeNext / 1000));
-  return new ApiError(429, "rate_limited", `this API key allows ${perMinute} requests per minute`, {
-    "retry-after": String(resetSec),
-    "ratelimit-policy": `${perMinute};w=${WINDOW_SEC}`,
-    ratelimit: `limit=${perMinute}, remaining=0, reset=${resetSec}`,
-  });
+function tooMany(perMinute: number, msBeforeNext: number): RateLimitRefusal {
+  return { perMinute, windowSec: WINDOW_SEC, retryAfterSec: Math.max(1, Math.ceil(msBeforeNext / 1000)) };
 }

@@ -5,6 +5,8 @@
  * `unsupported_account`, …), so a client handles both the same way.
  */
 
+import { ERRORS, type ErrorCode } from "../http/catalogue.ts";
+
 export type JsonRpcId = string | number | null;
 
 export interface JsonRpcRequest {
@@ -16,30 +18,16 @@ export interface JsonRpcRequest {
 export interface JsonRpcError {
   code: number;
   message: string;
-  data: { code: string; callIndex?: number; retryAfterSec?: number };
+  data: { code: ErrorCode; callIndex?: number; retryAfterSec?: number };
 }
 
-/** The JSON-RPC numeric code for each kind of failure (ERC-1474 where it has one). */
-export const RPC_CODES = {
-  parse: -32700,
-  invalidRequest: -32600,
-  methodNotFound: -32601,
-  invalidParams: -32602,
-  internal: -32603,
-  /** A request the service understood and refused: data.code says why. */
-  refused: -32000,
-  unauthorized: -32001,
-  /** ERC-1474's "limit exceeded". */
-  rateLimited: -32005,
-} as const;
-
+/** The JSON-RPC error for a catalogue code, with the catalogue's numeric code for it. */
 export function rpcError(
-  code: number,
-  dataCode: string,
+  dataCode: ErrorCode,
   message: string,
-  extra: Partial<JsonRpcError["data"]> = {},
+  extra: Partial<Omit<JsonRpcError["data"], "code">> = {},
 ): JsonRpcError {
-  return { code, message, data: { code: dataCode, ...extra } };
+  return { code: ERRORS[dataCode].rpc, message, data: { code: dataCode, ...extra } };
 }
 
 export type Parsed =
@@ -55,18 +43,14 @@ export function parseRequest(raw: string): Parsed {
     return {
       kind: "error",
       id: null,
-      error: rpcError(RPC_CODES.parse, "malformed_json", "the body is not valid JSON"),
+      error: rpcError("malformed_json", "the body is not valid JSON"),
     };
   }
   if (Array.isArray(body)) {
     return {
       kind: "error",
       id: null,
-      error: rpcError(
-        RPC_CODES.invalidRequest,
-        "batch_not_supported",
-        "batch requests are not supported: send one request per call",
-      ),
+      error: rpcError("batch_not_supported", "batch requests are not supported: send one request per call"),
     };
   }
   if (typeof body !== "object" || body === null)
@@ -92,7 +76,7 @@ function validId(id: unknown): boolean {
 }
 
 function invalid(id: JsonRpcId, message: string): Parsed {
-  return { kind: "error", id, error: rpcError(RPC_CODES.invalidRequest, "invalid_request", message) };
+  return { kind: "error", id, error: rpcError("invalid_request", message) };
 }
 
 export function success(id: JsonRpcId, result: unknown): string {
@@ -101,23 +85,4 @@ export function success(id: JsonRpcId, result: unknown): string {
 
 export function failure(id: JsonRpcId, error: JsonRpcError): string {
   return JSON.stringify({ jsonrpc: "2.0", id, error });
-}
-
-/** The JSON-RPC code for a stable service code (the REST API's), by its meaning. */
-export function rpcCodeFor(code: string): number {
-  switch (code) {
-    case "unauthorized":
-      return RPC_CODES.unauthorized;
-    case "rate_limited":
-      return RPC_CODES.rateLimited;
-    case "invalid_params":
-    case "invalid_request":
-    case "unsupported_chain":
-    case "unsupported_entry_point":
-      return RPC_CODES.invalidParams;
-    case "internal_error":
-      return RPC_CODES.internal;
-    default:
-      return RPC_CODES.refused;
-  }
 }

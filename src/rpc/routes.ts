@@ -13,18 +13,10 @@ import { scopeAllows } from "../access/roles.ts";
 import { firstNotAllowlisted } from "../allowlists/store.ts";
 import { KEY_PREFIX } from "../api-keys/format.ts";
 import type { RoutePlugin, Services } from "../context.ts";
-import { ApiError } from "../http/problem.ts";
+import { ApiError, rateLimited } from "../http/problem.ts";
 import { type OperationDeps, sponsorOperation, stubOperation } from "../sponsor/operation.ts";
 import { feeCeilings } from "../sponsor/pricing.ts";
-import {
-  failure,
-  type JsonRpcId,
-  parseRequest,
-  RPC_CODES,
-  rpcCodeFor,
-  rpcError,
-  success,
-} from "./json-rpc.ts";
+import { failure, type JsonRpcId, parseRequest, rpcError, success } from "./json-rpc.ts";
 import { urlKeyOf } from "./url-key.ts";
 import { parseSponsorParams } from "./user-operation.ts";
 
@@ -78,16 +70,8 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
     const tooLarge = (err as { code?: string }).code === "FST_ERR_CTP_BODY_TOO_LARGE";
     if (!tooLarge) request.log.error({ err }, "unhandled error on /rpc");
     const error = tooLarge
-      ? rpcError(
-          RPC_CODES.invalidRequest,
-          "payload_too_large",
-          `the body is larger than ${RPC_BODY_LIMIT_BYTES} bytes`,
-        )
-      : rpcError(
-          RPC_CODES.internal,
-          "internal_error",
-          "an internal error occurred; quote the x-request-id to support",
-        );
+      ? rpcError("payload_too_large", `the body is larger than ${RPC_BODY_LIMIT_BYTES} bytes`)
+      : rpcError("internal_error", "an internal error occurred; quote the x-request-id to support");
     return sendRpc(reply, failure(null, error));
   });
 
@@ -120,22 +104,16 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
       try {
         const projectId = await authenticate(services, request);
         if (!(METHODS as readonly string[]).includes(method)) {
-          return sendRpc(
-            reply,
-            failure(id, rpcError(RPC_CODES.methodNotFound, "method_not_found", `unknown method ${method}`)),
-          );
+          return sendRpc(reply, failure(id, rpcError("method_not_found", `unknown method ${method}`)));
         }
         const p = parseSponsorParams(params);
         if (p.kind === "invalid") {
-          return sendRpc(reply, failure(id, rpcError(RPC_CODES.invalidParams, "invalid_params", p.detail)));
+          return sendRpc(reply, failure(id, rpcError("invalid_params", p.detail)));
         }
         if (p.params.context.projectId !== undefined && p.params.context.projectId !== projectId) {
           return sendRpc(
             reply,
-            failure(
-              id,
-              rpcError(RPC_CODES.unauthorized, "unauthorized", "this API key belongs to another project"),
-            ),
+            failure(id, rpcError("unauthorized", "this API key belongs to another project")),
           );
         }
         const req = { projectId, apiKeyId: keyIdOf(request), ...p.params };
@@ -145,10 +123,7 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
             : await sponsorOperation(deps, req);
         if (outcome.kind === "refused") {
           const extra = outcome.callIndex === undefined ? {} : { callIndex: outcome.callIndex };
-          return sendRpc(
-            reply,
-            failure(id, rpcError(rpcCodeFor(outcome.code), outcome.code, outcome.detail, extra)),
-          );
+          return sendRpc(reply, failure(id, rpcError(outcome.code, outcome.detail, extra)));
         }
         // A final answer is stored for replays as the result's exact text.
         const body =
@@ -159,7 +134,7 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
         const extra = err.headers["retry-after"] ? { retryAfterSec: Number(err.headers["retry-after"]) } : {};
-        return sendRpc(reply, failure(id, rpcError(rpcCodeFor(err.code), err.code, err.message, extra)));
+        return sendRpc(reply, failure(id, rpcError(err.code, err.message, extra)));
       }
     },
   );
@@ -178,15 +153,15 @@ async function authenticate(services: Services, request: FastifyRequest): Promis
   const fromHeader = header?.startsWith("Bearer ") ? header.slice(7) : undefined;
   const presented = fromHeader ?? urlKeyOf(request.raw);
   if (!presented)
-    throw new ApiError(401, "unauthorized", "an API key is required (Authorization: Bearer, or ?apikey=)");
+    throw new ApiError("unauthorized", "an API key is required (Authorization: Bearer, or ?apikey=)");
   if (!presented.startsWith(KEY_PREFIX))
-    throw new ApiError(401, "unauthorized", "the paymaster service takes a project's API key");
+    throw new ApiError("unauthorized", "the paymaster service takes a project's API key");
   const key = await services.apiKeys.resolve(presented);
-  if (!key) throw new ApiError(401, "unauthorized", "the API key is invalid or revoked");
-  await services.rateLimiter.consume(key.id, key.rateLimit);
+  if (!key) throw new ApiError("unauthorized", "the API key is invalid or revoked");
+  const refusal = await services.rateLimiter.consume(key.id, key.rateLimit);
+  if (refusal) throw rateLimited(refusal);
   if (!scopeAllows(key.scopes, "sponsor:authorize")) {
     throw new ApiError(
-      403,
       "forbidden",
       `this API key's scopes (${key.scopes.join(", ")}) do not allow sponsoring`,
     );

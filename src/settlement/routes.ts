@@ -131,7 +131,7 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
       const chain = config.chains.find((c) => c.chainId === request.params.chainId && c.active);
       const live = chain ? liveEntryPoints(chain) : [];
       if (!chain || live.length === 0) {
-        throw new ApiError(404, "not_found", `no paymaster is configured on chain ${request.params.chainId}`);
+        throw new ApiError("not_found", `no paymaster is configured on chain ${request.params.chainId}`);
       }
       const fromBlock = request.query.fromBlock === undefined ? null : BigInt(request.query.fromBlock);
       const client = clientFor(chain.chainId, chain.rpcUrl);

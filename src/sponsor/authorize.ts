@@ -8,9 +8,11 @@
  * because the stored response of an idempotent request must be the signed one; a refused
  * request's signature never leaves the process.
  */
+
 import { createHash, randomBytes } from "node:crypto";
 import { type Address, bytesToHex, type Hex } from "viem";
 import type { Config } from "../config.ts";
+import type { ErrorCode } from "../http/catalogue.ts";
 import type { ReservationBatcher } from "../ledger/batcher.ts";
 import { type CallAuthorization, callSponsorshipDigest } from "../paymaster/digest.ts";
 import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
@@ -32,7 +34,7 @@ export interface AuthorizeRequest {
 
 export type AuthorizeOutcome =
   | { kind: "authorized"; body: string; replayed: boolean }
-  | { kind: "refused"; status: 400 | 402 | 403 | 422 | 503; code: string; detail: string };
+  | { kind: "refused"; code: ErrorCode; detail: string };
 
 export interface AuthorizeDeps {
   config: Pick<Config, "chains" | "clockSkewSec">;
@@ -55,7 +57,7 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
     clockSkewSec: deps.config.clockSkewSec,
     fees: deps.feeCeilings(req.chainId),
   });
-  if (q.kind === "denied") return { kind: "refused", status: q.status, code: q.code, detail: q.detail };
+  if (q.kind === "denied") return { kind: "refused", code: q.code, detail: q.detail };
 
   const sponsorship: CallAuthorization = {
     sender: req.user.toLowerCase() as Address,
@@ -100,23 +102,22 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
     case "replay":
       if (outcome.requestDigest !== requestDigest || outcome.response === null) {
         return refused(
-          422,
           "idempotency_key_reused",
           "this clientNonce was already used with a different request",
         );
       }
       return { kind: "authorized", body: outcome.response, replayed: true };
     case "not_allowlisted":
-      return refused(403, "not_allowlisted", "the target contract and selector are not allowlisted");
+      return refused("not_allowlisted", "the target contract and selector are not allowlisted");
     case "insufficient_balance":
-      return refused(402, "insufficient_balance", "the gas tank cannot cover maxGasCost");
+      return refused("insufficient_balance", "the gas tank cannot cover maxGasCost");
     case "daily_cap_exceeded":
-      return refused(402, "daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
+      return refused("daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
   }
 }
 
-function refused(status: 402 | 403 | 422, code: string, detail: string): AuthorizeOutcome {
-  return { kind: "refused", status, code, detail };
+function refused(code: ErrorCode, detail: string): AuthorizeOutcome {
+  return { kind: "refused", code, detail };
 }
 
 /**

@@ -10,10 +10,12 @@
  * its idempotency key is the operation itself, so a wallet that asks twice for the same
  * operation gets the same answer, byte for byte, and one reservation.
  */
+
 import { createHash, randomBytes } from "node:crypto";
 import { type Address, bytesToHex, concatHex, type Hex, numberToHex } from "viem";
 import { type DecodedCall, decodeCalls } from "../accounts/calls.ts";
 import { type ChainConfig, type Config, liveEntryPointAt } from "../config.ts";
+import type { ErrorCode } from "../http/catalogue.ts";
 import type { ReservationBatcher } from "../ledger/batcher.ts";
 import {
   isEip7702InitCode,
@@ -74,9 +76,7 @@ export interface StubResult {
 
 export type Refusal = {
   kind: "refused";
-  /** The HTTP status the REST API would answer for the same refusal. */
-  status: 400 | 402 | 403 | 503;
-  code: string;
+  code: ErrorCode;
   detail: string;
   callIndex?: number;
 };
@@ -183,9 +183,9 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
     case "not_allowlisted":
       return notAllowlisted(checked.calls, outcome.callIndex);
     case "insufficient_balance":
-      return refuse(402, "insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
+      return refuse("insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
     case "daily_cap_exceeded":
-      return refuse(402, "daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
+      return refuse("daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
   }
 }
 
@@ -205,12 +205,11 @@ async function checkOperation(
   { final }: { final: boolean },
 ): Promise<Checked | Refusal> {
   const chain = deps.config.chains.find((c) => c.chainId === req.chainId && c.active);
-  if (!chain) return refuse(400, "unsupported_chain", `chain ${req.chainId} is not supported`);
+  if (!chain) return refuse("unsupported_chain", `chain ${req.chainId} is not supported`);
   const live = liveEntryPointAt(chain, req.entryPoint);
   const paymaster = live?.paymaster ?? null;
   if (!paymaster) {
     return refuse(
-      400,
       "unsupported_entry_point",
       `entry point ${req.entryPoint} is not served on chain ${chain.chainId}`,
     );
@@ -219,14 +218,13 @@ async function checkOperation(
   if (decoded.kind === "refused") {
     return {
       kind: "refused",
-      status: 400,
       code: decoded.code,
       detail: decoded.detail,
       callIndex: decoded.callIndex,
     };
   }
   const { calls } = decoded;
-  if (calls.length === 0) return refuse(400, "unsupported_call", "the operation makes no call");
+  if (calls.length === 0) return refuse("unsupported_call", "the operation makes no call");
   const { userOp } = req;
   let feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
   if (feeRefusal?.code === "fee_above_ceiling") {
@@ -241,13 +239,12 @@ async function checkOperation(
   if (isEip7702InitCode(initCodeOf(userOp))) {
     if (live?.version !== "0.8") {
       return refuse(
-        400,
         "invalid_params",
         "EIP-7702 operations need EntryPoint v0.8; v0.7 would call 0x7702… as a factory",
       );
     }
     if (!userOp.eip7702Delegate) {
-      return refuse(400, "invalid_params", "an EIP-7702 operation needs eip7702Auth (the delegate it binds)");
+      return refuse("invalid_params", "an EIP-7702 operation needs eip7702Auth (the delegate it binds)");
     }
   }
   const missing = await deps.firstNotAllowlisted(req.projectId, calls);
@@ -259,17 +256,13 @@ async function checkOperation(
     PAYMASTER_GAS_LIMITS.verificationGasLimit +
     PAYMASTER_GAS_LIMITS.postOpGasLimit;
   if (totalGas > MAX_ESTIMATED_GAS) {
-    return refuse(
-      400,
-      "invalid_params",
-      `the operation's gas limits add up to more than ${MAX_ESTIMATED_GAS}`,
-    );
+    return refuse("invalid_params", `the operation's gas limits add up to more than ${MAX_ESTIMATED_GAS}`);
   }
   const maxCostWei = totalGas * userOp.maxFeePerGas;
   const project = await deps.project(req.projectId);
   // Before estimation the gas limits are not known yet; an empty tank is refused at once.
   if (project.balanceWei === 0n || project.balanceWei < maxCostWei) {
-    return refuse(402, "insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
+    return refuse("insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
   }
   return { kind: "checked", paymaster, calls, project, totalGas, maxCostWei };
 }
@@ -281,19 +274,18 @@ function checkFees(
   final: boolean,
 ): Refusal | null {
   if (!ceilings) {
-    return refuse(503, "fee_oracle_stale", `no recent fee reading for chain ${chain.chainId}; retry shortly`);
+    return refuse("fee_oracle_stale", `no recent fee reading for chain ${chain.chainId}; retry shortly`);
   }
   const maxFee = min(ceilings.maxFeePerGasWei * OPERATION_FEE_TOLERANCE, chain.maxFeePerGasWei);
   const maxPriority = min(ceilings.maxPriorityFeePerGasWei * OPERATION_FEE_TOLERANCE, maxFee);
   if (userOp.maxFeePerGas > maxFee || userOp.maxPriorityFeePerGas > maxPriority) {
     return refuse(
-      400,
       "fee_above_ceiling",
       `fees above what the chain charges now: maxFeePerGas ${userOp.maxFeePerGas} (≤ ${maxFee}), maxPriorityFeePerGas ${userOp.maxPriorityFeePerGas} (≤ ${maxPriority})`,
     );
   }
   if (final && (userOp.maxFeePerGas === 0n || userOp.callGasLimit + userOp.verificationGasLimit === 0n)) {
-    return refuse(400, "invalid_params", "the final call needs the operation's gas limits and fees");
+    return refuse("invalid_params", "the final call needs the operation's gas limits and fees");
   }
   return null;
 }
@@ -307,7 +299,6 @@ function checkPaymasterGas(userOp: OperationFields): Refusal | null {
     (p !== null && p !== PAYMASTER_GAS_LIMITS.postOpGasLimit)
   ) {
     return refuse(
-      400,
       "invalid_params",
       `paymasterVerificationGasLimit must be ${numberToHex(PAYMASTER_GAS_LIMITS.verificationGasLimit)} and paymasterPostOpGasLimit ${numberToHex(PAYMASTER_GAS_LIMITS.postOpGasLimit)} (from pm_getPaymasterStubData)`,
     );
@@ -366,15 +357,14 @@ function notAllowlisted(calls: DecodedCall[], index: number): Refusal {
   const call = calls[index]!;
   return {
     kind: "refused",
-    status: 403,
     code: "not_allowlisted",
     detail: `call ${index} (${call.target}, ${call.selector}) is not allowlisted`,
     callIndex: index,
   };
 }
 
-function refuse(status: Refusal["status"], code: string, detail: string): Refusal {
-  return { kind: "refused", status, code, detail };
+function refuse(code: ErrorCode, detail: string): Refusal {
+  return { kind: "refused", code, detail };
 }
 
 function min(a: bigint, b: bigint): bigint {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { loadConfig } from "../config.ts";
+import { statusOf } from "../http/catalogue.ts";
 import { quote } from "./policy.ts";
 
 const chain = loadConfig({ CHAIN_14601_PAYMASTER_ADDRESS: "0x00000000000000000000000000000000000000aa" })
@@ -25,11 +26,20 @@ describe("quote", () => {
 
   it("refuses an unknown chain (400), a chain without a paymaster (503) and stale fees (503)", () => {
     const unknown = quote({ ...base, chain: undefined, chainId: 1, nowMs: 0 });
-    assert.deepEqual(unknown.kind === "denied" && [unknown.status, unknown.code], [400, "unsupported_chain"]);
+    assert.deepEqual(unknown.kind === "denied" && [statusOf(unknown.code), unknown.code], [
+      400,
+      "unsupported_chain",
+    ]);
     const bare = quote({ ...base, chain: { ...chain, paymaster: null }, nowMs: 0 });
-    assert.deepEqual(bare.kind === "denied" && [bare.status, bare.code], [503, "chain_not_configured"]);
+    assert.deepEqual(bare.kind === "denied" && [statusOf(bare.code), bare.code], [
+      503,
+      "chain_not_configured",
+    ]);
     const stale = quote({ ...base, fees: null, nowMs: 0 });
-    assert.deepEqual(stale.kind === "denied" && [stale.status, stale.code], [503, "fee_oracle_stale"]);
+    assert.deepEqual(stale.kind === "denied" && [statusOf(stale.code), stale.code], [
+      503,
+      "fee_oracle_stale",
+    ]);
   });
 
   it("never opens a window before the epoch", () => {

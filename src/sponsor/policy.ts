@@ -23,7 +23,6 @@ export type Quote =
     }
   | {
       kind: "denied";
-      status: 400 | 503;
       code: "unsupported_chain" | "chain_not_configured" | "fee_oracle_stale";
       detail: string;
     };
@@ -43,7 +42,6 @@ export function quote(input: {
   if (!chain?.active) {
     return {
       kind: "denied",
-      status: 400,
       code: "unsupported_chain",
       detail: `chain ${input.chainId} is not supported`,
     };
@@ -51,7 +49,6 @@ export function quote(input: {
   if (!chain.paymaster) {
     return {
       kind: "denied",
-      status: 503,
       code: "chain_not_configured",
       detail: `no paymaster is configured for chain ${chain.chainId}`,
     };
@@ -59,7 +56,6 @@ export function quote(input: {
   if (!input.fees) {
     return {
       kind: "denied",
-      status: 503,
       code: "fee_oracle_stale",
       detail: `no recent fee reading for chain ${chain.chainId}; retry shortly`,
     };

@@ -81,7 +81,7 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
       const principal = requirePrincipal(request);
       const body = request.body;
       if (principal.kind !== "apiKey" || principal.projectId !== body.projectId) {
-        throw new ApiError(401, "unauthorized", "authorize needs an API key of this project");
+        throw new ApiError("unauthorized", "authorize needs an API key of this project");
       }
       await authorizeProject(services.db, request, body.projectId, "sponsor:authorize");
       const outcome = await authorize(deps, {
@@ -94,7 +94,7 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
         chainId: body.chainId,
         clientNonce: body.clientNonce ?? null,
       });
-      if (outcome.kind === "refused") throw new ApiError(outcome.status, outcome.code, outcome.detail);
+      if (outcome.kind === "refused") throw new ApiError(outcome.code, outcome.detail);
       if (outcome.replayed) reply.header("idempotent-replayed", "true");
       return reply.type("application/json").send(outcome.body);
     },
