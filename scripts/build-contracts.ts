@@ -23,6 +23,8 @@ export const CONTRACT_SOURCES = {
   ValueForwarder: "contracts/test/ValueForwarder.sol",
   AdversarialAccount: "contracts/test/AdversarialAccount.sol",
   BundleForwarder: "contracts/test/BundleForwarder.sol",
+  Modular7579Account: "contracts/test/Modular7579Account.sol",
+  Modular7579AccountFactory: "contracts/test/Modular7579Account.sol",
 } as const;
 
 export type ContractName = keyof typeof CONTRACT_SOURCES;
@@ -38,12 +40,26 @@ export type ContractName = keyof typeof CONTRACT_SOURCES;
  * Both builds take OpenZeppelin from the root install (5.0.2, pinned): the v0.8 release asks for
  * ^5.1.0 for its EntryPoint (ReentrancyGuardTransient), which is deployed from the release
  * artifact, not compiled here; what its BasePaymaster uses (Ownable2Step, IERC165) is in 5.0.2.
+ *
+ * The test ERC-7579 account (contracts/test/Modular7579Account.sol) is OpenZeppelin 5.7's
+ * AccountERC7579, installed under the alias `@openzeppelin/contracts-v5x` and imported by that
+ * name, so it joins the v0.7 build without a remapping. A remapping would not do: the remappings
+ * are written into every contract's metadata, whose hash ends the bytecode, so even one scoped to
+ * the account's file would change the paymaster's artifact.
  */
 export const CONTRACT_BUILDS: readonly { name: string; remappings: string[]; contracts: ContractName[] }[] = [
   {
     name: "EntryPoint v0.7",
     remappings: [],
-    contracts: ["SponsorPaymaster", "GameItems", "ValueForwarder", "AdversarialAccount", "BundleForwarder"],
+    contracts: [
+      "SponsorPaymaster",
+      "GameItems",
+      "ValueForwarder",
+      "AdversarialAccount",
+      "BundleForwarder",
+      "Modular7579Account",
+      "Modular7579AccountFactory",
+    ],
   },
   {
     name: "EntryPoint v0.8",

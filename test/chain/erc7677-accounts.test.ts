@@ -8,11 +8,10 @@
  * Safe: Safe 1.4.1 with the Safe4337Module 0.3.0 (`executeUserOpWithErrorString`; a batch is a
  * delegatecall into MultiSendCallOnly).
  *
- * No ERC-7579 account yet: no npm package that installs here ships the release bytecode of
- * Kernel v3, Nexus or Safe7579 together with the validator module permissionless's helper
- * installs (Kernel's ECDSAValidator, Nexus's K1Validator and its factory). @rhinestone/modulekit
- * has Kernel 0.3.1 and Nexus creation code, but no validators, a Kernel build over the EIP-170
- * size limit (not the release build), and GitHub-only dependencies that npm cannot fetch.
+ * ERC-7579 (`execute(bytes32,bytes)`, single and batch call types) has its own end-to-end test,
+ * test/chain/erc7677-erc7579.test.ts, with OpenZeppelin's AccountERC7579: no npm package ships the
+ * release bytecode of Kernel v3, Nexus or Safe7579 with the validator modules permissionless's
+ * helpers install, so that account is not one of permissionless's.
  */
 import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";

@@ -85,6 +85,23 @@ describe("ERC-7579 execute(bytes32,bytes)", () => {
     }
   });
 
+  it("refuses a call to the zero address, which ERC-7579 accounts run on themselves", () => {
+    const zero = "0x0000000000000000000000000000000000000000";
+    const one = encodeFunctionData({ abi: execute, args: [mode("00"), single(zero, 0n, transferData)] });
+    assert.deepEqual(refusal(decodeCalls(one)), { code: "unsupported_call", callIndex: 0 });
+    const many = encodeFunctionData({
+      abi: execute,
+      args: [
+        mode("01"),
+        batch([
+          { target: token, value: 0n, callData: transferData },
+          { target: zero, value: 0n, callData: transferData },
+        ]),
+      ],
+    });
+    assert.deepEqual(refusal(decodeCalls(many)), { code: "unsupported_call", callIndex: 1 });
+  });
+
   it("refuses a non-zero mode selector, mode payload or unused byte", () => {
     const payload = single(token, 0n, transferData);
     const tails = [

@@ -69,7 +69,7 @@ export function tooManyCalls(maxCalls: number, declared?: bigint): DecodeResult 
 
 /**
  * The checks every call list passes, whatever the encoding: not empty (nothing to allowlist),
- * within the bound, and every call starting with a selector. A call with less than 4 bytes of
+ * within the bound, no call to the zero address, and every call starting with a selector. A call with less than 4 bytes of
  * data is a plain transfer or a fallback call, which a selector allowlist cannot describe.
  */
 export function finishCalls(
@@ -83,6 +83,11 @@ export function finishCalls(
   if (raw.length > maxCalls) return tooManyCalls(maxCalls, BigInt(raw.length));
   const calls: DecodedCall[] = [];
   for (const [index, call] of raw.entries()) {
+    // ERC-7579 accounts (OpenZeppelin's, Solady's) run a call to address(0) on the account
+    // itself: the allowlist cannot say what that call does, so it is never sponsored.
+    if (BigInt(call.target) === 0n) {
+      return refuse("unsupported_call", `call ${index} targets the zero address`, index);
+    }
     if (call.data.length < 10) {
       return refuse(
         "unsupported_call",
