@@ -54,7 +54,8 @@ import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
  *   [97:113)  maxTotalGas uint128
  *   [113:129) maxFeePerGas ceiling uint128
  *   [129:145) maxPriorityFeePerGas ceiling uint128
- *   last 65   signature (r, s, v) by `signer()` over the EIP-712 digest
+ *   last 65   signature (r, s, v) by `signer()` (or, during a rotation, `previousSigner()`) over
+ *             the EIP-712 digest
  *
  * Mode 0 is 210 bytes long and mode 1 is 162; any other length or mode reverts.
  *
@@ -62,6 +63,15 @@ import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
  * operation outside its ceilings or not signed by the signer is reported as a failed signature
  * (AA34), so that a bundler estimating gas with a stub and generous limits sees a signature
  * failure instead of a revert. The window is returned to the EntryPoint, which enforces it (AA32).
+ *
+ * Signer rotation: `rotateSigner(newSigner, previousValidUntil)` makes `newSigner` the signer and
+ * keeps the key it replaces accepted until `previousValidUntil`, so that authorizations the
+ * service issued with the old key, and that a player may still submit, do not break mid-flight.
+ * Validation cannot read the clock (ERC-7562 bans TIMESTAMP for the paymaster), so the deadline is
+ * folded into the returned validation data instead: an authorization signed by the previous key
+ * comes back with `validUntil = min(its own validUntil, previousValidUntil)` and the EntryPoint
+ * refuses it after that (AA32), exactly as it enforces every other window. `setSigner` replaces
+ * the key with no grace period and forgets any previous key (for a key that leaked).
  *
  * Attribution: validation records `userOpHashOf[authId] = userOpHash` and emits `SponsorshipUsed`.
  * Both happen in the validation phase, so they stand whatever happens later in the bundle (the
@@ -127,16 +137,33 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
     uint256 private constant CALL_DATA_LENGTH = CEILINGS_END + SIGNATURE_LENGTH; // 210
     uint256 private constant OPERATION_DATA_LENGTH = TERMS_END + SIGNATURE_LENGTH; // 162
 
+    /// The longest a replaced key may stay accepted: the service's validity windows last an hour
+    /// at most, so a day is ample, and a deadline in milliseconds or years is refused as a mistake.
+    uint48 public constant MAX_PREVIOUS_SIGNER_GRACE = 1 days;
+
     address private _signer;
+
+    /// The key `rotateSigner` replaced and the last second (inclusive) its signatures are honoured.
+    /// Packed in one slot: validation reads it only when a signature is not the current signer's.
+    struct PreviousSigner {
+        address signer;
+        uint48 validUntil;
+    }
+
+    PreviousSigner private _previous;
 
     /// The operation that consumed each authorization id; zero while unused. An id never becomes free again.
     mapping(bytes32 authId => bytes32 userOpHash) public userOpHashOf;
 
     event SignerChanged(address indexed previousSigner, address indexed newSigner);
+    /// The replaced key still accepted, and until when; (0, 0) once `setSigner` forgot it.
+    event PreviousSignerChanged(address indexed previousSigner, uint48 validUntil);
     /// Emitted during validation: authorization `authId` pays for operation `userOpHash` of `sender`.
     event SponsorshipUsed(bytes32 indexed authId, bytes32 indexed userOpHash, address indexed sender);
 
     error ZeroSigner();
+    error SameSigner(address signer);
+    error InvalidPreviousSignerDeadline(uint48 validUntil, uint48 latestAllowed);
     error MalformedPaymasterData(uint256 length);
     error InvalidWindow(uint48 validAfter, uint48 validUntil);
     error AuthorizationUsed(bytes32 authId);
@@ -153,9 +180,43 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
         return _signer;
     }
 
-    /// @notice Rotates the signing key. Authorizations signed by the previous key stop validating at once.
+    /// @notice The key `rotateSigner` replaced; still accepted until `previousSignerValidUntil()`.
+    function previousSigner() external view returns (address) {
+        return _previous.signer;
+    }
+
+    /// @notice The last block timestamp at which a signature by `previousSigner()` is honoured (0: none).
+    function previousSignerValidUntil() external view returns (uint48) {
+        return _previous.validUntil;
+    }
+
+    /**
+     * @notice Replaces the signing key at once: authorizations signed by the current key, and by
+     * any previous key still in its grace period, stop validating immediately. For a key that
+     * leaked; a planned rotation uses `rotateSigner`.
+     */
     function setSigner(address newSigner) external onlyOwner {
         _setSigner(newSigner);
+        if (_previous.signer != address(0) || _previous.validUntil != 0) _setPrevious(address(0), 0);
+    }
+
+    /**
+     * @notice Replaces the signing key and keeps the replaced one accepted until `previousValidUntil`
+     * (a block timestamp, inclusive, at most `MAX_PREVIOUS_SIGNER_GRACE` from now), so that the
+     * authorizations it already signed still run. Set it to at least now + the longest validity
+     * window the service issues + the time it takes to restart the service with the new key.
+     * A key replaced earlier and still in its grace period is forgotten.
+     */
+    function rotateSigner(address newSigner, uint48 previousValidUntil) external onlyOwner {
+        address current = _signer;
+        if (newSigner == current) revert SameSigner(newSigner);
+        // The only use of the clock, outside validation: the deadline must lie ahead, and not far.
+        uint48 latestAllowed = uint48(block.timestamp) + MAX_PREVIOUS_SIGNER_GRACE;
+        if (previousValidUntil <= block.timestamp || previousValidUntil > latestAllowed) {
+            revert InvalidPreviousSignerDeadline(previousValidUntil, latestAllowed);
+        }
+        _setSigner(newSigner);
+        _setPrevious(current, previousValidUntil);
     }
 
     /// @notice Whether an authorization id was consumed (kept from version 1; see `userOpHashOf`).
@@ -217,11 +278,26 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
 
         bytes calldata signature = paymasterAndData[paymasterAndData.length - SIGNATURE_LENGTH:];
         (address recovered, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, signature);
-        bool sigFailed = !withinCeilings || err != ECDSA.RecoverError.NoError || recovered != _signer;
+        (bool signed, uint48 validUntil) = _signedBy(recovered, terms.validUntil);
+        bool sigFailed = !withinCeilings || err != ECDSA.RecoverError.NoError || !signed;
 
         // An empty context tells the EntryPoint not to call postOp: nothing is left to do after execution.
         context = "";
-        validationData = _packValidationData(sigFailed, terms.validUntil, terms.validAfter);
+        validationData = _packValidationData(sigFailed, validUntil, terms.validAfter);
+    }
+
+    /**
+     * Whether `recovered` is a key this paymaster honours, and the validUntil to return for it: the
+     * authorization's own for the current signer; for the previous signer the earlier of that and
+     * the previous key's deadline, which the EntryPoint then enforces (no TIMESTAMP here). Both
+     * deadlines are non-zero (an authorization's window is checked in _parseTerms, a rotation's
+     * in rotateSigner), so the minimum never becomes the EntryPoint's "0 = forever".
+     */
+    function _signedBy(address recovered, uint48 validUntil) private view returns (bool, uint48) {
+        if (recovered == _signer) return (true, validUntil);
+        PreviousSigner memory previous = _previous;
+        if (previous.signer == address(0) || recovered != previous.signer) return (false, validUntil);
+        return (true, validUntil < previous.validUntil ? validUntil : previous.validUntil);
     }
 
     /// Checks the length against the mode and the window; the EntryPoint owns bytes [0:52).
@@ -354,5 +430,10 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
         if (newSigner == address(0)) revert ZeroSigner();
         emit SignerChanged(_signer, newSigner);
         _signer = newSigner;
+    }
+
+    function _setPrevious(address previous, uint48 validUntil) private {
+        _previous = PreviousSigner({signer: previous, validUntil: validUntil});
+        emit PreviousSignerChanged(previous, validUntil);
     }
 }

@@ -13,18 +13,22 @@ export interface PaymasterGasLimits {
  * smallest limit the EntryPoint accepts (test/support/gas-search.ts) for a SimpleAccount
  * `execute(GameItems.mint(42))`, with a never-used authId, so the single-use write is the cold
  * zero-to-non-zero SSTORE (22,100 gas) plus the cold reads of the signer and the slot:
- *   call authorization (mode 0):      52,981 gas for a first operation (with initCode), 52,972 later
- *   whole-operation (mode 1):         47,218 gas for a first operation, 47,182 later
+ *   call authorization (mode 0):      53,075 gas for a first operation (with initCode)
+ *   whole-operation (mode 1):         47,312 gas for a first operation
  * and with EntryPoint v0.8 and SponsorPaymasterV08 (same source, same compiler), first operations:
- *   SimpleAccount 0.8:                52,807 (mode 0), 47,292 (mode 1)
- *   Simple7702Account via EIP-7702:   52,801 (mode 0), 47,461 (mode 1: reading the sender's
+ *   SimpleAccount 0.8:                52,989 (mode 0), 47,474 (mode 1)
+ *   Simple7702Account via EIP-7702:   52,983 (mode 0), 47,643 (mode 1: reading the sender's
  *                                     delegation and hashing it costs about 170 more)
+ * During a signer rotation an authorization signed by the previous key costs one more cold
+ * storage read (the previous key and its deadline): 55,370 (mode 0) and 49,607 (mode 1) on v0.7
+ * (test/chain/signer-rotation.test.ts).
  * This is gas as the EntryPoint counts it: the paymaster's own execution plus the EntryPoint
  * encoding the operation for the call. 1 KB more callData adds about 100 (mode 0) and 390
- * (mode 1) gas. 70,000 is the larger figure with about 30% headroom for both EntryPoints, so
- * one pair of limits serves both builds; unused verification gas costs nothing (only the
- * prefund, which is returned), so the margin is cheap. test/chain/paymaster.test.ts (v0.7) and
- * test/chain/v08-paymaster.test.ts (v0.8) re-measure and fail if the headroom drops below 20%.
+ * (mode 1) gas. 70,000 is the larger figure with about 30% headroom for both EntryPoints (26%
+ * for a previous key's authorization), so one pair of limits serves both builds; unused
+ * verification gas costs nothing (only the prefund, which is returned), so the margin is cheap.
+ * test/chain/paymaster.test.ts (v0.7), v08-paymaster.test.ts (v0.8) and signer-rotation.test.ts
+ * (previous key) re-measure and fail if the headroom drops below 20%.
  *
  * postOp: 0. Validation returns an empty context, so the EntryPoint never calls postOp; a
  * non-zero limit would only add to the prefund and to the 10% penalty on unused execution gas.
