@@ -4,10 +4,12 @@ import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 
 /**
- * Child processes the bench starts: the service itself and the floor app. Each runs as its own
- * Node process with the tsx loader (what `tsx src/server.ts` does, minus tsx's extra wrapper
- * process), so signals reach it directly and `BENCH_NODE_OPTIONS` (e.g. `--cpu-prof`) applies
- * to it alone. Every child is tracked and stopped when the bench exits, however it exits.
+ * Child processes the bench starts: the service itself (compiled, `node dist/server.js`, as
+ * production runs it; in cluster mode a primary and its workers) and the floor app (TypeScript,
+ * with the tsx loader in the same process). Signals reach each directly, and
+ * `BENCH_NODE_OPTIONS` (e.g. `--cpu-prof`) applies to them alone. CPU time and RSS are summed
+ * over a child and its descendants (the cluster's workers). Every child is tracked and stopped
+ * when the bench exits, however it exits.
  */
 
 export const REPO_ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -17,8 +19,10 @@ export interface Child {
   readonly pid: number;
   readonly baseUrl: string;
   readonly logPath: string;
-  /** CPU time (user + system) the process has used so far, in milliseconds. */
+  /** CPU time (user + system) the process and its descendants have used so far, in milliseconds. */
   cpuMs(): number;
+  /** Resident memory of the process and its descendants now, in KiB; NaN off Linux. */
+  rssKb(): number;
   /** Null while the process runs; how it ended otherwise. */
   exited(): string | null;
   /** The last lines of its log. */
@@ -60,6 +64,10 @@ export interface StartOptions {
   logPath: string;
   /** Path answering 200 once the process is ready. */
   readyPath: string;
+  /** A line the log must also contain before the process counts as ready (cluster: every worker listens). */
+  readyLogLine?: string;
+  /** Run a TypeScript entry with the tsx loader (the default), or a compiled one with plain node. */
+  loader?: "tsx" | "none";
   readyTimeoutMs?: number;
 }
 
@@ -67,7 +75,8 @@ export async function startChild(opts: StartOptions): Promise<Child> {
   const port = await freePort();
   const log = openSync(opts.logPath, "a");
   const nodeArgs = (process.env.BENCH_NODE_OPTIONS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", opts.entry], {
+  const loaderArgs = (opts.loader ?? "tsx") === "tsx" ? ["--import", "tsx"] : [];
+  const child = spawn(process.execPath, [...nodeArgs, ...loaderArgs, opts.entry], {
     cwd: REPO_ROOT,
     env: { ...opts.env, PORT: String(port), HOST: "127.0.0.1" },
     stdio: ["ignore", log, log],
@@ -81,7 +90,8 @@ export async function startChild(opts: StartOptions): Promise<Child> {
     child,
     `${baseUrl}${opts.readyPath}`,
     opts.logPath,
-    opts.readyTimeoutMs ?? 60_000,
+    opts.readyTimeoutMs ?? 120_000,
+    opts.readyLogLine,
   );
   const pid = child.pid!;
   return {
@@ -89,7 +99,8 @@ export async function startChild(opts: StartOptions): Promise<Child> {
     pid,
     baseUrl,
     logPath: opts.logPath,
-    cpuMs: () => processCpuMs(pid),
+    cpuMs: () => treeOf(pid).reduce((sum, p) => sum + processCpuMs(p), 0),
+    rssKb: () => treeOf(pid).reduce((sum, p) => sum + processRssKb(p), 0),
     exited: () =>
       child.exitCode !== null
         ? `exit code ${child.exitCode}`
@@ -107,7 +118,14 @@ export async function startChild(opts: StartOptions): Promise<Child> {
   };
 }
 
-async function waitReady(name: string, child: ChildProcess, url: string, logPath: string, timeoutMs: number) {
+async function waitReady(
+  name: string,
+  child: ChildProcess,
+  url: string,
+  logPath: string,
+  timeoutMs: number,
+  logLine?: string,
+) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) {
@@ -116,7 +134,7 @@ async function waitReady(name: string, child: ChildProcess, url: string, logPath
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
       await res.arrayBuffer();
-      if (res.ok) return;
+      if (res.ok && (!logLine || readFileSync(logPath, "utf8").includes(logLine))) return;
     } catch {
       // Not listening yet.
     }
@@ -137,6 +155,32 @@ function tail(path: string, lines = 30): string {
 /** utime + stime of a process from /proc, in ms (Linux); NaN where /proc is unavailable. */
 export function processCpuMs(pid: number): number {
   return readStat(pid)?.cpuMs ?? Number.NaN;
+}
+
+/** VmRSS of a process from /proc, in KiB (Linux); NaN where /proc is unavailable. */
+export function processRssKb(pid: number): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? Number.NaN);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** A process and its descendants (Linux, /proc/<pid>/task/<tid>/children); just the pid elsewhere. */
+export function treeOf(pid: number): number[] {
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) {
+    try {
+      for (const task of readdirSync(`/proc/${out[i]}/task`)) {
+        const children = readFileSync(`/proc/${out[i]}/task/${task}/children`, "utf8").trim();
+        if (children) out.push(...children.split(" ").map(Number));
+      }
+    } catch {
+      // Gone meanwhile, or no /proc.
+    }
+  }
+  return out;
 }
 
 function readStat(pid: number | string): { command: string; cpuMs: number } | null {

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -6,7 +7,7 @@ import { generatePrivateKey } from "viem/accounts";
 import { startChain } from "../test/support/chain/anvil.ts";
 import { benchDatabase } from "./database.ts";
 import { type LoadResult, runLoad } from "./load.ts";
-import { type Child, startChild, storeCpuSince, storeCpuSnapshot } from "./processes.ts";
+import { type Child, REPO_ROOT, startChild, storeCpuSince, storeCpuSnapshot } from "./processes.ts";
 import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } from "./seed.ts";
 
 /**
@@ -16,8 +17,13 @@ import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } f
  * project under fresh ids, measures, prints a table, and stops everything it started. The
  * service's chain RPC is an anvil started for the run: the fee oracle prices every authorization
  * from the chain's base fee and priority fee, and without a fresh reading authorize answers 503.
+ * The service runs compiled (`node dist/server.js`, built first when src/ changed), as in
+ * production. With PostgreSQL and Redis it is then measured again in cluster mode (WORKERS=2 by
+ * default), beside the single process, and the ratio is printed; RSS is the service's, summed
+ * over its processes, sampled under load.
  * It measures; it asserts nothing. Knobs (environment):
  *   BENCH_DURATION_SEC (10), BENCH_WARMUP_SEC (3), BENCH_CONNECTIONS ("10,50,100"),
+ *   BENCH_WORKERS (2; 0 or 1 skips the cluster run),
  *   BENCH_LOG_LEVEL (the service's LOG_LEVEL, default info as shipped), BENCH_SKIP_FLOOR,
  *   BENCH_NODE_OPTIONS (extra node flags for the children, e.g. "--cpu-prof"),
  *   BENCH_KEEP (keep the temporary data directory and logs), BENCH_JSON (write results there),
@@ -35,6 +41,7 @@ const databaseUrl = process.env.DATABASE_URL || null;
 const redisUrl = process.env.REDIS_URL || null;
 const store = databaseUrl ? "postgres" : "embedded";
 const limits = redisUrl ? "redis" : "memory";
+const clusterWorkers = Number(process.env.BENCH_WORKERS ?? 2);
 
 interface Row {
   scenario: string;
@@ -43,6 +50,8 @@ interface Row {
   /** CPU time per response, in microseconds: the target process (service or floor), this load
    * generator, the local PostgreSQL and Redis processes, and everything else on the machine. */
   cpuUs: { target: number; loadGen: number; stores: number; other: number };
+  /** Resident memory of the target's processes under load (all workers and the primary), in MB: the peak of samples every 250 ms. */
+  rssMb: number;
 }
 
 async function main() {
@@ -79,6 +88,11 @@ async function main() {
     console.log(`note: load average ${load1!.toFixed(2)} before the run: other work is running`);
   }
   const rows: Row[] = [];
+  const build = spawnSync(process.execPath, ["scripts/build.mjs", "--if-stale"], {
+    cwd: REPO_ROOT,
+    stdio: "inherit",
+  });
+  if (build.status !== 0) throw new Error("the build failed");
   try {
     const { service, seeded } = await startSeededService(baseEnv, dataDir, runId, database?.url ?? null);
     try {
@@ -92,6 +106,37 @@ async function main() {
       }
     } finally {
       await service.stop();
+    }
+    // Cluster mode needs a shared store and shared rate limits (the service refuses it otherwise).
+    if (clusterWorkers > 1 && databaseUrl && redisUrl) {
+      const cluster = await startChild({
+        name: `cluster of ${clusterWorkers}`,
+        entry: "dist/server.js",
+        loader: "none",
+        env: { ...baseEnv, WORKERS: String(clusterWorkers) },
+        logPath: join(dataDir, "cluster.log"),
+        readyPath: "/health",
+        readyLogLine: "all workers listening",
+      });
+      try {
+        const distinct = bodies(seeded, runId, USERS);
+        const single = bodies(seeded, runId, 1);
+        const label = `cluster(${clusterWorkers}): `;
+        await check(cluster.baseUrl, seeded.apiKey, distinct[0]!);
+        await warmUp(cluster, seeded.apiKey, distinct);
+        for (const connections of connectionCounts) {
+          rows.push(
+            await scenario(`${label}authorize, 1,000 users`, cluster, seeded.apiKey, distinct, connections),
+          );
+          rows.push(
+            await scenario(`${label}authorize, one user`, cluster, seeded.apiKey, single, connections),
+          );
+        }
+      } finally {
+        await cluster.stop();
+      }
+    } else if (clusterWorkers > 1) {
+      console.log("note: no cluster run: cluster mode needs DATABASE_URL and REDIS_URL");
     }
     if (!process.env.BENCH_SKIP_FLOOR) {
       const floor = await startChild({
@@ -144,7 +189,8 @@ async function startSeededService(
   const start = () =>
     startChild({
       name: "service",
-      entry: "src/server.ts",
+      entry: "dist/server.js",
+      loader: "none",
       env,
       logPath: join(dataDir, "service.log"),
       readyPath: "/health",
@@ -218,6 +264,10 @@ async function scenario(
   await new Promise((r) => setTimeout(r, 500));
   const cpuBefore = target.cpuMs();
   const storesBefore = storeCpuSnapshot();
+  let rssKb = target.rssKb();
+  const sampler = setInterval(() => {
+    rssKb = Math.max(rssKb, target.rssKb());
+  }, 250);
   const result = await runLoad({
     url: target.baseUrl,
     path: "/sponsor/authorize",
@@ -226,6 +276,7 @@ async function scenario(
     connections,
     durationSec,
   });
+  clearInterval(sampler);
   const responses = Math.max(1, result.responses);
   const targetMs = target.cpuMs() - cpuBefore;
   const storesMs = storeCpuSince(storesBefore);
@@ -235,7 +286,7 @@ async function scenario(
     stores: (storesMs * 1000) / responses,
     other: ((result.machineBusyMs - targetMs - result.loadGenCpuMs - storesMs) * 1000) / responses,
   };
-  const row = { scenario: name, connections, result, cpuUs };
+  const row = { scenario: name, connections, result, cpuUs, rssMb: rssKb / 1024 };
   console.log(`  ${formatRow(row).join("  ")}`);
   const ended = target.exited();
   if (ended) {
@@ -256,9 +307,10 @@ const HEADER = [
   "pg+redis µs/req",
   "other µs/req",
   "machine busy",
+  "RSS MB",
 ];
 
-function formatRow({ scenario: name, connections, result: r, cpuUs }: Row): string[] {
+function formatRow({ scenario: name, connections, result: r, cpuUs, rssMb }: Row): string[] {
   const us = (v: number) => (Number.isFinite(v) ? v.toFixed(0) : "-");
   return [
     name,
@@ -272,6 +324,7 @@ function formatRow({ scenario: name, connections, result: r, cpuUs }: Row): stri
     us(cpuUs.stores),
     us(cpuUs.other),
     Number.isFinite(r.machineBusy) ? `${(r.machineBusy * 100).toFixed(0)}%` : "-",
+    Number.isFinite(rssMb) ? rssMb.toFixed(0) : "-",
   ];
 }
 
@@ -287,7 +340,8 @@ function report(rows: Row[]) {
   console.log(
     "\nCPU per response: target = the service (or the floor) process; load-gen = autocannon in the bench" +
       " process;\npg+redis = the local postgres and redis-server processes; other = the rest of the machine" +
-      " (nothing, on a quiet machine).",
+      " (nothing, on a quiet machine).\nRSS MB = the target's resident memory under load, summed over its processes" +
+      " (a cluster's primary and workers), peak of samples every 250 ms.",
   );
   console.log(
     `load average ${loadavg()
@@ -320,6 +374,23 @@ function report(rows: Row[]) {
       const ratio = row.result.requestsPerSec / floor.result.requestsPerSec;
       console.log(
         `  ${row.scenario.padEnd(24)} ${String(row.connections).padStart(3)} conns: ${ratio.toFixed(2)}`,
+      );
+    }
+  }
+
+  const clusterRows = rows.filter((r) => r.scenario.startsWith("cluster("));
+  if (clusterRows.length > 0) {
+    console.log(
+      `\ncluster ÷ single process (req/s), ${cpus().length} cores, load generator on the same machine:`,
+    );
+    for (const row of clusterRows) {
+      const base = row.scenario.slice(row.scenario.indexOf(": ") + 2);
+      const single = rows.find((r) => r.scenario === base && r.connections === row.connections);
+      if (!single) continue;
+      const ratio = row.result.requestsPerSec / single.result.requestsPerSec;
+      console.log(
+        `  ${base.padEnd(24)} ${String(row.connections).padStart(3)} conns: ${ratio.toFixed(2)}` +
+          `  (p99 ${single.result.p99Ms.toFixed(1)} → ${row.result.p99Ms.toFixed(1)} ms, RSS ${single.rssMb.toFixed(0)} → ${row.rssMb.toFixed(0)} MB)`,
       );
     }
   }

@@ -9,11 +9,14 @@ import { chainRoutes } from "./chains/routes.ts";
 import type { Services } from "./context.ts";
 import { fundingRoutes } from "./funding/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
-import { installErrorHandling } from "./http/errors.ts";
+import { clientErrorHandler, installServerEvents } from "./http/client-errors.ts";
+import { frameworkErrors, installErrorHandling } from "./http/errors.ts";
+import { documentRoute } from "./http/openapi.ts";
 import { Problem } from "./http/problem.ts";
 import { validatorCompiler } from "./http/validation.ts";
 import { installAuthentication } from "./identity/authenticate.ts";
 import { parityRoutes } from "./ledger/routes.ts";
+import { installRequestObservability, requestIdOf, trustProxyOption } from "./metrics/http.ts";
 import { orgRoutes } from "./orgs/routes.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { rpcRoutes } from "./rpc/routes.ts";
@@ -22,6 +25,19 @@ import { settlementRoutes } from "./settlement/routes.ts";
 import { sponsorRoutes } from "./sponsor/routes.ts";
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
+
+const API_TAGS = [
+  { name: "health", description: "Liveness and readiness, for load balancers and operators." },
+  { name: "chains", description: "The chains the service sponsors on, and operators' chain parity." },
+  { name: "organizations", description: "Organizations and their members, for signed-in developers." },
+  { name: "projects", description: "Projects: settings, the gas tank balance." },
+  { name: "api keys", description: "A project's API keys; the full key is shown once." },
+  { name: "allowlist", description: "The (contract, function) pairs a project sponsors." },
+  { name: "funding", description: "Deposit addresses that fund a project's gas tank." },
+  { name: "analytics", description: "What a project sponsored: totals and events." },
+  { name: "funds parity", description: "Proof that cached balances equal the ledger." },
+  { name: "sponsorship", description: "Authorizing sponsored user operations: REST and ERC-7677." },
+];
 
 export interface AppOptions {
   services: Services;
@@ -39,13 +55,23 @@ export async function buildApp({
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger }),
     bodyLimit: BODY_LIMIT_BYTES,
-    genReqId: () => crypto.randomUUID(),
+    // The caller's x-request-id when it is safe to log (metrics/http.ts), a fresh UUID otherwise.
+    genReqId: requestIdOf,
     requestIdHeader: false,
+    // TRUST_PROXY: request.ip is the client's behind the configured load balancers.
+    trustProxy: trustProxyOption(services.config.trustProxy),
     return503OnClosing: true,
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
     // API keys carried in URLs (?apikey=, for EIP-5792 wallets) leave the URL before anything logs it.
     rewriteUrl: (req) => stripUrlKey(req),
+    // Every refusal is problem+json, including those raised before a route is chosen (a bad
+    // URL, a long path segment), by Node's HTTP parser, and for a missing Host (Node's own
+    // answer would be a bare 400; installErrorHandling refuses it instead).
+    frameworkErrors,
+    clientErrorHandler,
+    http: { requireHostHeader: false },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  installServerEvents(app.server, app.log);
 
   // JSON only: any other body type is refused with 415 instead of reaching a handler as text.
   app.removeAllContentTypeParsers();
@@ -68,14 +94,27 @@ export async function buildApp({
         title: "Gas Sponsorship Service",
         version: services.version,
         description:
-          "Authorizes sponsored ERC-4337 user operations and manages projects, keys and gas tanks.",
+          "Authorizes sponsored ERC-4337 user operations and manages projects, keys and gas tanks. " +
+          "Every error is application/problem+json with a stable `code`; each operation lists the codes it can answer.",
+        license: { name: "Proprietary", url: "https://docs.gas-sponsorship.dev/license" },
       },
+      servers: [
+        { url: "/", description: "The host serving this document (npm start: http://localhost:3000)" },
+      ],
+      tags: API_TAGS,
       components: {
         securitySchemes: {
           bearer: {
             type: "http",
             scheme: "bearer",
             description: "An API key (gsk_...) or a developer's identity-provider token (JWT).",
+          },
+          apiKeyQuery: {
+            type: "apiKey",
+            in: "query",
+            name: "apikey",
+            description:
+              "A project's API key in the URL, for EIP-5792 wallets that only take a paymaster URL (/rpc only; never logged).",
           },
         },
       },
@@ -84,7 +123,11 @@ export async function buildApp({
   });
   await app.register(swaggerUi, { routePrefix: "/docs" });
 
+  // Every route gets its operationId, access, and error responses from ROUTE_DOCS.
+  app.addHook("onRoute", documentRoute);
   installAuthentication(app, services);
+  // Request metrics, and who called and how it ended on every request's log lines.
+  installRequestObservability(app, services.metrics);
   for (const routes of [
     healthRoutes,
     chainRoutes,

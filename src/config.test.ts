@@ -185,4 +185,39 @@ describe("loadConfig", () => {
       /CHAIN_14601_PAYMASTER_V08_ADDRESS/,
     );
   });
+
+  it("bounds developers and client addresses by default: 20 orgs, 100 projects per org, 600/min, 60 failed auths/min", () => {
+    const c = loadConfig({});
+    assert.deepEqual(
+      [c.maxOrgsPerDeveloper, c.maxProjectsPerOrg, c.developerRateLimit, c.failedAuthLimit],
+      [20, 100, 600, 60],
+    );
+    const set = loadConfig({
+      MAX_ORGS_PER_DEVELOPER: "1",
+      MAX_PROJECTS_PER_ORG: "5000",
+      DEVELOPER_RATE_LIMIT: "1000000",
+      FAILED_AUTH_LIMIT: "3",
+    });
+    assert.deepEqual(
+      [set.maxOrgsPerDeveloper, set.maxProjectsPerOrg, set.developerRateLimit, set.failedAuthLimit],
+      [1, 5000, 1_000_000, 3],
+    );
+  });
+
+  it("refuses a zero, negative or unbounded quota or limit, naming each variable", () => {
+    const bad = {
+      MAX_ORGS_PER_DEVELOPER: "0",
+      MAX_PROJECTS_PER_ORG: "-1",
+      DEVELOPER_RATE_LIMIT: "1000001",
+      FAILED_AUTH_LIMIT: "ten",
+    };
+    assert.throws(
+      () => loadConfig(bad),
+      (err: Error) => {
+        assert.ok(err instanceof ConfigError);
+        for (const name of Object.keys(bad)) assert.match(err.message, new RegExp(`${name}: `));
+        return true;
+      },
+    );
+  });
 });

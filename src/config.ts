@@ -1,3 +1,5 @@
+import { isIP } from "node:net";
+import { availableParallelism } from "node:os";
 import { type Address, type Hex, isAddress, isHex } from "viem";
 
 /**
@@ -82,6 +84,46 @@ export interface Config {
   clockSkewSec: number;
   /** Developers (by verified email) who may read service-wide reports such as chain parity. */
   operatorEmails: readonly string[];
+  // Bounds on what one developer or one client address can make the service do.
+  /** Organizations one developer may create (each one a slug and a membership table). */
+  maxOrgsPerDeveloper: number;
+  /** Projects one organization may hold (each one a deposit address the watchers scan). */
+  maxProjectsPerOrg: number;
+  /** Requests per minute one developer may make with tokens, counted like a key's rateLimit. */
+  developerRateLimit: number;
+  /** Failed authentications per minute one client address may cause before 429 (valid keys pass). */
+  failedAuthLimit: number;
+  /**
+   * Longest wait for a row lock (PostgreSQL lock_timeout) before the request gives up with 503
+   * and Retry-After, instead of queueing behind a stuck transaction until statement_timeout.
+   */
+  dbLockTimeoutMs: number;
+  // Running it for real: observability, readiness and watcher leadership.
+  /** Required as `Authorization: Bearer <token>` by GET /metrics; null = the endpoint is open. */
+  metricsToken: string | null;
+  /**
+   * Which peers may set X-Forwarded-For (Fastify's trustProxy): false = none, a hop count, or
+   * addresses and CIDR ranges of the load balancers.
+   */
+  trustProxy: false | number | readonly string[];
+  /** How often readiness is evaluated in the background (transition logs, metrics); 0 = on request only. */
+  readinessIntervalMs: number;
+  /** How often an instance that does not lead a chain's watchers tries to take over. */
+  watcherLeaderRetryMs: number;
+  /**
+   * Readiness warns when a chain's paymaster deposits fall below the open reservations plus this
+   * share of the gas tanks, in percent (before they run short of what was promised).
+   */
+  depositWarnPercent: number;
+  // The process: shutdown, start-up, production safety, cluster mode (src/process/).
+  /** Longest graceful shutdown (drain requests, stop watchers, close stores); past it, exit 1. */
+  shutdownTimeoutMs: number;
+  /** How long start-up keeps retrying an unreachable database (exponential backoff) before it gives up. */
+  dbConnectTimeoutSec: number;
+  /** Production only: run with a generated signer key, a generated deposit seed or the embedded store (warned). */
+  allowInsecureDefaults: boolean;
+  /** HTTP worker processes (node:cluster); 1 = a single process, no cluster. WORKERS=auto is one per core. */
+  workers: number;
 }
 
 export class ConfigError extends Error {}
@@ -129,6 +171,20 @@ export function loadConfig(env: Env = process.env): Config {
     keyCacheTtlMs: read("KEY_CACHE_TTL_MS", (v) => intIn(v, 0, 5000), 2000),
     clockSkewSec: read("CLOCK_SKEW_SEC", (v) => intIn(v, 0, 3600), 60),
     operatorEmails: read("OPERATOR_EMAILS", emailList, []),
+    maxOrgsPerDeveloper: read("MAX_ORGS_PER_DEVELOPER", (v) => intIn(v, 1, 100_000), 20),
+    maxProjectsPerOrg: read("MAX_PROJECTS_PER_ORG", (v) => intIn(v, 1, 100_000), 100),
+    developerRateLimit: read("DEVELOPER_RATE_LIMIT", (v) => intIn(v, 1, 1_000_000), 600),
+    failedAuthLimit: read("FAILED_AUTH_LIMIT", (v) => intIn(v, 1, 1_000_000), 60),
+    dbLockTimeoutMs: read("DB_LOCK_TIMEOUT_MS", (v) => intIn(v, 10, 60_000), 2000),
+    metricsToken: read("METRICS_TOKEN", bearerToken, null),
+    trustProxy: read("TRUST_PROXY", trustProxy, false),
+    readinessIntervalMs: read("READINESS_INTERVAL_MS", (v) => intIn(v, 0, 3_600_000), 5000),
+    watcherLeaderRetryMs: read("WATCHER_LEADER_RETRY_MS", (v) => intIn(v, 50, 600_000), 3000),
+    depositWarnPercent: read("PAYMASTER_DEPOSIT_WARN_PERCENT", (v) => intIn(v, 0, 100_000), 100),
+    shutdownTimeoutMs: read("SHUTDOWN_TIMEOUT_MS", (v) => intIn(v, 100, 600_000), 10_000),
+    dbConnectTimeoutSec: read("DB_CONNECT_TIMEOUT_SEC", (v) => intIn(v, 0, 3600), 30),
+    allowInsecureDefaults: read("ALLOW_INSECURE_DEFAULTS", boolean, false),
+    workers: read("WORKERS", workerCount, 1),
   };
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
@@ -296,7 +352,59 @@ function privateKey(v: string): Hex {
   const hex = (v.startsWith("0x") ? v : `0x${v}`) as Hex;
   // The value itself is never echoed: a malformed secret must not end up in a boot log.
   if (!isHex(hex) || hex.length !== 66) throw new Error("must be 32 bytes of hex");
+  // A key is a scalar in [1, n-1]: zero (a placeholder left in) or anything from n up signs nothing.
+  const scalar = BigInt(hex);
+  if (scalar === 0n || scalar >= SECP256K1_ORDER) throw new Error("is not a valid secp256k1 private key");
   return hex;
+}
+
+const SECP256K1_ORDER = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+
+function boolean(v: string): boolean {
+  if (v === "true" || v === "1") return true;
+  if (v === "false" || v === "0") return false;
+  throw new Error("must be true or false");
+}
+
+/** A count of worker processes, or `auto`: one per core the process may use. */
+function workerCount(v: string): number {
+  if (v === "auto") return availableParallelism();
+  return intIn(v, 1, 256);
+}
+
+function bearerToken(v: string): string {
+  // Never echoed: a bad value is described, not quoted.
+  if (!/^[!-~]{16,512}$/.test(v)) throw new Error("must be 16 to 512 printable characters without spaces");
+  return v;
+}
+
+const PROXY_NAMES = ["loopback", "linklocal", "uniquelocal"];
+
+/** A hop count (0 = off), or a comma-separated list of addresses, CIDR ranges and proxy-addr names. */
+function trustProxy(v: string): false | number | string[] {
+  if (/^\d+$/.test(v)) {
+    const hops = intIn(v, 0, 100);
+    return hops === 0 ? false : hops;
+  }
+  if (v === "false" || v === "off") return false;
+  const entries = v
+    .split(",")
+    .map((e) => e.trim())
+    .filter((e) => e !== "");
+  for (const entry of entries) {
+    if (PROXY_NAMES.includes(entry)) continue;
+    const [ip, prefix, extra] = entry.split("/");
+    const family = isIP(ip ?? "");
+    const bits = family === 4 ? 32 : 128;
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
+    if (family === 0 || !prefixOk || extra !== undefined) {
+      throw new Error(
+        `must be a hop count or a list of IP addresses and CIDR ranges (entry ${entries.indexOf(entry) + 1} is neither)`,
+      );
+    }
+  }
+  if (entries.length === 0) throw new Error("must be a hop count or a list of IP addresses and CIDR ranges");
+  return entries;
 }
 
 function xpub(v: string): string {

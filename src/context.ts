@@ -7,6 +7,8 @@ import type { DepositDeriver } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/routes.ts";
 import type { TokenVerifier } from "./identity/tokens.ts";
 import type { ReservationBatcher } from "./ledger/batcher.ts";
+import type { Metrics } from "./metrics/metrics.ts";
+import type { AuthFailureLimiter } from "./rate-limits/failed-auth.ts";
 import type { RateLimiter } from "./rate-limits/limiter.ts";
 import type { Signer } from "./sponsor/signer.ts";
 
@@ -19,12 +21,18 @@ export interface Services {
   deposits: DepositDeriver;
   apiKeys: ApiKeyResolver;
   rateLimiter: RateLimiter;
+  /** Per-developer request budgets (DEVELOPER_RATE_LIMIT), counted like the per-key ones. */
+  developerRateLimiter: RateLimiter;
+  /** Failed authentications per client address (FAILED_AUTH_LIMIT). */
+  authFailures: AuthFailureLimiter;
   signer: Signer;
   /** Reserves gas tank funds for authorizations, batching concurrent ones per project. */
   reservations: ReservationBatcher;
   /** Each chain's current base fee and priority fee, read synchronously from a cache. */
   feeOracle: FeeOracle;
   readiness: ReadinessProbe[];
+  /** Prometheus metrics of this instance (GET /metrics). */
+  metrics: Metrics;
   /** Milliseconds since the epoch; tests may move it. */
   now: () => number;
 }

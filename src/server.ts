@@ -1,67 +1,166 @@
+import cluster from "node:cluster";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+import type { Logger } from "pino";
 import { buildApp } from "./app.ts";
-import { ConfigError, loadConfig } from "./config.ts";
-import { openDb } from "./db/index.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { migrate } from "./db/migrate.ts";
+import { runPrimary, workerIndex } from "./process/cluster.ts";
+import { processLogger } from "./process/log.ts";
+import { processPolicy } from "./process/policy.ts";
+import { httpDrain, installShutdown } from "./process/shutdown.ts";
+import {
+  EXIT_CONFIG,
+  EXIT_FAILURE,
+  firstLine,
+  listenFailure,
+  openStore,
+  StartupFailure,
+} from "./process/startup.ts";
 import { wireServices } from "./services.ts";
 
-/** Reads config, opens storage, migrates, listens, and shuts down gracefully on SIGINT/SIGTERM. */
+/**
+ * The process: reads config, refuses what production must not run with, then either serves
+ * (opens the store, migrates, wires, listens, starts the watchers) or, with WORKERS > 1, runs the
+ * cluster primary that forks the workers that serve. Shuts down gracefully on SIGTERM/SIGINT
+ * within SHUTDOWN_TIMEOUT_MS. Every start-up failure is one JSON log line and a non-zero exit:
+ * 2 for the configuration, 1 for the environment (database, port, data directory).
+ *
+ * Run it compiled: `npm start` (builds dist/ when src/ changed, then `exec node dist/server.js`),
+ * or `node dist/server.js` as a container's command.
+ */
+/** Replaced by the configured logger once the configuration is read. */
+let log: Logger = processLogger();
+
 async function main() {
-  let config: ReturnType<typeof loadConfig>;
+  const index = workerIndex();
+  let config: Config;
   try {
     config = loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(2);
+      const problems = err.message.split("\n  - ").slice(1);
+      fail(
+        log,
+        new StartupFailure(`invalid configuration: ${problems.join("; ")}`, EXIT_CONFIG, { problems }),
+      );
     }
     throw err;
   }
-  if (config.env === "production" && !config.oidc) {
-    console.error("invalid configuration:\n  - the local token issuer is refused in production: set OIDC_*");
-    process.exit(2);
+  log = processLogger(config.logLevel, index === null ? {} : { worker: index });
+
+  const policy = processPolicy(config);
+  if (policy.refusals.length > 0) {
+    fail(
+      log,
+      new StartupFailure(`refusing to start: ${policy.refusals.join("; ")}`, EXIT_CONFIG, {
+        refusals: policy.refusals,
+      }),
+    );
   }
-  const db = await openDb(config);
-  await migrate(db);
-  const wired = await wireServices(config, db, { chainWatchers: true });
-  const app = await buildApp({
-    services: wired.services,
-    logger: {
-      level: config.logLevel,
-      redact: { paths: ["req.headers.authorization", "headers.authorization"], censor: "[redacted]" },
-    },
-  });
+  // Said once per start: by the primary in cluster mode, not by every worker.
+  if (index === null) {
+    for (const r of policy.relaxed) log.warn({ setting: r.setting }, `ALLOW_INSECURE_DEFAULTS: ${r.warning}`);
+  }
+
+  if (config.workers > 1 && cluster.isPrimary) {
+    await preflight(config, log);
+    runPrimary({
+      workers: config.workers,
+      shutdownTimeoutMs: config.shutdownTimeoutMs,
+      log: log.child({ role: "primary" }),
+      exec: fileURLToPath(import.meta.url),
+    });
+    return;
+  }
+  await serve(config, log, index);
+}
+
+/**
+ * One serving process: a single process (WORKERS=1), or cluster worker `index`. Only the single
+ * process or worker 1 starts the chain watchers; across instances, one of them leads each chain
+ * (chains/leadership.ts).
+ */
+async function serve(config: Config, log: Logger, index: number | null) {
+  const shutdown = installShutdown({ log, timeoutMs: config.shutdownTimeoutMs });
+  const store = await openStore(config, log);
+  const runsWatchers = index === null || index === 1;
+  try {
+    await migrate(store.db);
+  } catch (err) {
+    throw new StartupFailure(`migrations failed: ${firstLine(err)}`);
+  }
+  const wired = await wireServices(config, store.db, { chainWatchers: true });
+  const app = await buildApp({ services: wired.services, loggerInstance: log });
+  const drain = httpDrain(app);
+  shutdown.add(drain.step);
+  shutdown.add({ name: "services", run: () => wired.close() });
+  shutdown.add({ name: "store", run: () => store.close() });
+
   // Fees are read once before listening, so that a fresh instance does not answer its first
   // authorizations with 503 while the first reading is on its way. The read is bounded by the
   // oracle's RPC timeout, and a failure only delays fresh fees: the loop keeps trying.
   const { feeOracle } = wired.services;
-  feeOracle.start(app.log.child({ component: "fee-oracle" }));
+  feeOracle.start(log.child({ component: "fee-oracle" }));
   await feeOracle.refresh();
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    throw listenFailure(err, config.host, config.port) ?? err;
+  }
+  const address = app.server.address();
   app.log.info(
     {
-      store: db.kind,
+      port: typeof address === "object" && address ? address.port : config.port,
+      store: store.db.kind,
       rateLimits: wired.services.rateLimiter.shared ? "redis" : "memory",
       signer: wired.services.signer.address,
+      watchers: runsWatchers,
+      version: wired.services.version,
     },
     "gas sponsorship service ready",
   );
   // After listen, so the first ticks do not delay the port opening; wired.close() stops them.
-  wired.watchers?.start(app.log.child({ component: "chain-watcher" }));
-
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    app.log.info({ signal }, "shutting down");
-    const force = setTimeout(() => process.exit(1), 10_000);
-    force.unref();
-    await app.close();
-    await wired.close();
-    await db.close();
-    process.exit(0);
-  };
-  process.on("SIGINT", () => void shutdown("SIGINT"));
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  if (runsWatchers) wired.watchers?.start(log.child({ component: "chain-watcher" }));
+  shutdown.ready();
 }
 
-await main();
+/**
+ * What the cluster primary checks before forking, so that a failure is reported once rather than
+ * by every worker: the configuration's store is reachable and migrated, and the port is free.
+ */
+async function preflight(config: Config, log: Logger) {
+  const store = await openStore(config, log);
+  try {
+    await migrate(store.db);
+  } catch (err) {
+    throw new StartupFailure(`migrations failed: ${firstLine(err)}`);
+  } finally {
+    await store.close();
+  }
+  await new Promise<void>((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", (err) => reject(listenFailure(err, config.host, config.port) ?? err));
+    probe.listen({ port: config.port, host: config.host, exclusive: true }, () =>
+      probe.close(() => resolve()),
+    );
+  });
+}
+
+/** Logs a start-up failure as one line (no stack) and exits with its code. */
+function fail(logger: Logger, err: unknown): never {
+  const failure =
+    err instanceof StartupFailure
+      ? err
+      : new StartupFailure(`start-up failed: ${firstLine(err)}`, EXIT_FAILURE, {
+          error: err instanceof Error ? err.name : typeof err,
+        });
+  logger.fatal(failure.details, failure.message);
+  process.exit(failure.exitCode);
+}
+
+try {
+  await main();
+} catch (err) {
+  fail(log, err);
+}

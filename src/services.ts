@@ -12,6 +12,8 @@ import { depositDeriver, xpubFromLocalSeed } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/routes.ts";
 import { localIssuer, oidcVerifier, type TokenVerifier } from "./identity/tokens.ts";
 import { reservationBatcher } from "./ledger/batcher.ts";
+import { createMetrics, type Metrics } from "./metrics/metrics.ts";
+import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
 import { loadOrCreateSecret } from "./secrets.ts";
 import { createSigner } from "./sponsor/signer.ts";
@@ -44,9 +46,15 @@ export interface WireOptions {
 export async function wireServices(config: Config, db: Db, options: WireOptions = {}): Promise<Wired> {
   const overrides = options.overrides ?? {};
   const redis = config.redisUrl ? connectRedis(config.redisUrl) : null;
-  const rateLimiter: RateLimiter = redis
-    ? redisRateLimiter(redis, options.rateLimitPrefix)
-    : memoryRateLimiter();
+  // One namespace per budget in Redis: per key (the prefix itself), per developer, per address.
+  const limiter = (namespace: string | null): RateLimiter => {
+    if (!redis) return memoryRateLimiter();
+    const prefix = options.rateLimitPrefix ?? "gss:rl";
+    return redisRateLimiter(redis, namespace ? `${prefix}:${namespace}` : prefix);
+  };
+  const rateLimiter = limiter(null);
+  const developerRateLimiter = limiter("dev");
+  const authFailures = authFailureLimiter(limiter("authfail"), config.failedAuthLimit);
   const tokens: TokenVerifier = config.oidc ? oidcVerifier(config.oidc) : await localIssuer(config.dataDir);
   const signerKey =
     config.signerPrivateKey ??
@@ -55,7 +63,8 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const apiKeys = apiKeyResolver(db, config.keyCacheTtlMs, now);
   const readiness: ReadinessProbe[] = [databaseProbe(db)];
   if (redis) readiness.push(redisProbe(rateLimiter));
-  const watchers = options.chainWatchers ? createChainWatchers(config, db) : null;
+  const metrics: Metrics = overrides.metrics ?? createMetrics({ version: VERSION });
+  const watchers = options.chainWatchers ? createChainWatchers(config, db, { metrics }) : null;
   if (watchers) readiness.push(...watchers.probes);
   const feeOracle = overrides.feeOracle ?? chainFeeOracle(config, { now });
   readiness.push(...feeOracle.probes);
@@ -67,10 +76,13 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     deposits: depositDeriver(config.depositXpub ?? xpubFromLocalSeed(config.dataDir)),
     apiKeys,
     rateLimiter,
+    developerRateLimiter,
+    authFailures,
     signer: createSigner(signerKey),
-    reservations: reservationBatcher(db),
+    reservations: reservationBatcher(db, (size) => metrics.reservationBatch(size)),
     feeOracle,
     readiness,
+    metrics,
     now,
     ...overrides,
   };

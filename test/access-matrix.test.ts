@@ -121,6 +121,8 @@ const ensureEntry = async () => {
 const ROUTES: RouteCase[] = [
   { name: "GET /health", request: () => ({ method: "GET", url: "/health" }), expect: PUBLIC },
   { name: "GET /health/ready", request: () => ({ method: "GET", url: "/health/ready" }), expect: PUBLIC },
+  // Open without METRICS_TOKEN (test/observability.test.ts covers the token).
+  { name: "GET /metrics", request: () => ({ method: "GET", url: "/metrics" }), expect: PUBLIC },
   {
     name: "GET /blockchain/chains",
     request: () => ({ method: "GET", url: "/blockchain/chains" }),

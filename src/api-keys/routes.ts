@@ -1,7 +1,7 @@
 import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
-import { forbidden, notFound } from "../http/problem.ts";
+import { forbidden, invalid, notFound } from "../http/problem.ts";
 import { bearer, NullableTimestamp, ProjectParams, responses, Timestamp } from "../http/schemas.ts";
 import { SCOPES, type Scope } from "./format.ts";
 import { createApiKey, listApiKeys, revokeApiKey } from "./store.ts";
@@ -62,6 +62,13 @@ export const apiKeyRoutes: RoutePlugin = async (app, { services }) => {
       const principal = request.principal!;
       if (principal.kind === "apiKey" && !scopes.every((s) => principal.scopes.includes(s))) {
         throw forbidden("a key cannot issue a key with scopes it does not have");
+      }
+      // Nor a budget it does not have: a key limited to N requests per minute could otherwise
+      // mint itself a key allowed 1,000,000. Developers keep the schema's bounds.
+      if (principal.kind === "apiKey" && request.body.rateLimit > principal.rateLimit) {
+        throw invalid(
+          `body/rateLimit must not exceed the issuing key's own rate limit (${principal.rateLimit} requests per minute)`,
+        );
       }
       const { apiKey, record } = await createApiKey(db, projectId, request.body.rateLimit, scopes);
       return reply.code(201).send({

@@ -6,15 +6,20 @@
  * HTTP server listens and stops them on shutdown; the HTTP app itself never starts them, so tests
  * drive `tick()` by hand.
  *
- * Every service instance may run them: all their effects are applied at most once and their
- * cursors only move forward, so two instances watching the same chain waste RPC calls but never
- * count anything twice.
+ * All their effects are applied at most once and their cursors only move forward, so two
+ * instances watching the same chain would waste RPC calls but never count anything twice. To keep
+ * the RPC traffic flat as instances are added, one instance leads each chain and runs its
+ * watchers (leadership.ts: a PostgreSQL advisory lock; on PGlite the one process always leads);
+ * the others stand by and take over within WATCHER_LEADER_RETRY_MS when the leader is gone.
+ * Readiness probes and metrics run on every instance: they read the shared cursors.
  */
 import type { Address } from "viem";
 import { type ChainConfig, type Config, type EntryPointVersion, liveEntryPoints } from "../config.ts";
 import type { Db } from "../db/db.ts";
 import { type DepositWatcher, depositWatcher } from "../funding/deposit-watcher.ts";
+import { readDepositCoverage } from "../health/deposit-coverage.ts";
 import type { ReadinessProbe } from "../health/routes.ts";
+import type { Metrics } from "../metrics/metrics.ts";
 import { paidTotals } from "../settlement/store.ts";
 import { type SettlementWatcher, settlementWatcher } from "../settlement/watcher.ts";
 import { reorgProbe } from "./applied-blocks.ts";
@@ -24,6 +29,7 @@ import {
   settlementWatcherName,
   type WatcherName,
 } from "./cursors.ts";
+import { advisoryLockLeadership, type Leadership, soleLeadership, watcherLockKey } from "./leadership.ts";
 import { type LoopState, type PollLoop, pollLoop, silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, confirmedHead, createChainClient } from "./rpc.ts";
 
@@ -49,6 +55,8 @@ export interface ChainWatcherSet {
   deposits: DepositWatcher;
   /** `settlement` is the first pair's loop, as `settlement` above. */
   loops: { settlement: PollLoop; deposits: PollLoop };
+  /** Whether this instance runs the chain's loops; they run only while it leads. */
+  leadership: Leadership;
 }
 
 export interface ChainWatchers {
@@ -59,7 +67,18 @@ export interface ChainWatchers {
   stop(): Promise<void>;
 }
 
-export function createChainWatchers(config: Pick<Config, "chains">, db: Db): ChainWatchers {
+export type WatcherConfig = Pick<Config, "chains"> &
+  Partial<Pick<Config, "databaseUrl" | "watcherLeaderRetryMs" | "depositWarnPercent">>;
+
+export interface ChainWatcherOptions {
+  metrics?: Metrics;
+}
+
+export function createChainWatchers(
+  config: WatcherConfig,
+  db: Db,
+  options: ChainWatcherOptions = {},
+): ChainWatchers {
   // Watchers get their logger at start (the app's logger exists only then); until then, none.
   let log: WatcherLog = silentLog;
   const forward: WatcherLog = {
@@ -72,9 +91,11 @@ export function createChainWatchers(config: Pick<Config, "chains">, db: Db): Cha
   const probes: ReadinessProbe[] = [];
   for (const chain of config.chains) {
     if (!chain.active || liveEntryPoints(chain).length === 0) continue;
-    const set = watchChain(chain, db, forward);
+    const set = watchChain(chain, db, forward, leadershipFor(config, db, chain.chainId));
     chains.push(set);
-    probes.push(...chainProbes(set, db));
+    probes.push(
+      ...chainProbes(set, db, { metrics: options.metrics, warnPercent: config.depositWarnPercent ?? 100 }),
+    );
   }
   const loopsOf = (set: ChainWatcherSet) => [...set.settlements.map((s) => s.loop), set.loops.deposits];
   return {
@@ -82,15 +103,41 @@ export function createChainWatchers(config: Pick<Config, "chains">, db: Db): Cha
     probes,
     start(logger) {
       if (logger) log = logger;
-      for (const loop of chains.flatMap(loopsOf)) loop.start();
+      for (const set of chains) {
+        const { chainId } = set.chain;
+        options.metrics?.watcherLeader(chainId, false);
+        set.leadership.start(async (leading) => {
+          options.metrics?.watcherLeader(chainId, leading);
+          if (leading) for (const loop of loopsOf(set)) loop.start();
+          else await Promise.all(loopsOf(set).map((loop) => loop.stop()));
+        }, forward);
+      }
     },
     async stop() {
+      await Promise.all(chains.map((set) => set.leadership.stop()));
       await Promise.all(chains.flatMap(loopsOf).map((loop) => loop.stop()));
     },
   };
 }
 
-function watchChain(chain: ChainConfig, db: Db, log: WatcherLog): ChainWatcherSet {
+/**
+ * PostgreSQL: an advisory lock per chain, keyed by the schema the tables are in. PGlite, or a
+ * PostgreSQL store whose URL is not known here (a test's own wiring): the one leader.
+ */
+function leadershipFor(config: WatcherConfig, db: Db, chainId: number): Leadership {
+  if (db.kind !== "postgres" || !config.databaseUrl) return soleLeadership();
+  return advisoryLockLeadership({
+    url: config.databaseUrl,
+    key: async () => {
+      const rows = await db.query<{ schema: string }>("SELECT current_schema() AS schema");
+      return watcherLockKey(rows[0]!.schema, chainId);
+    },
+    retryMs: config.watcherLeaderRetryMs ?? 3000,
+    context: { chainId },
+  });
+}
+
+function watchChain(chain: ChainConfig, db: Db, log: WatcherLog, leadership: Leadership): ChainWatcherSet {
   const client = createChainClient(chain.rpcUrl);
   const common = {
     db,
@@ -124,19 +171,28 @@ function watchChain(chain: ChainConfig, db: Db, log: WatcherLog): ChainWatcherSe
     settlement: settlements[0]!.watcher,
     deposits,
     loops: { settlement: settlements[0]!.loop, deposits: loop("deposits", deposits.tick) },
+    leadership,
   };
 }
 
-function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
+function chainProbes(
+  set: ChainWatcherSet,
+  db: Db,
+  options: { metrics: Metrics | undefined; warnPercent: number },
+): ReadinessProbe[] {
   const { chainId, confirmations } = set.chain;
+  const { metrics } = options;
   // A short timeout and no retries: readiness must answer quickly when the RPC is away.
-  const head = latestBlockMemo(createChainClient(set.chain.rpcUrl, { timeoutMs: 2_000, retryCount: 0 }));
+  const client = createChainClient(set.chain.rpcUrl, { timeoutMs: 2_000, retryCount: 0 });
+  const head = latestBlockMemo(client);
+  // Degraded, not down: authorize needs the database, not the RPC (a chain whose fees go stale
+  // refuses its own authorizations, and says so in chain:<id>:fees).
   const rpcProbe: ReadinessProbe = {
     name: `chain:${chainId}`,
     async check() {
       const latest = await head();
       return latest === null
-        ? { status: "down", detail: "RPC unreachable" }
+        ? { status: "degraded", detail: "RPC unreachable" }
         : { status: "ok", detail: `latest block ${latest}` };
     },
   };
@@ -146,6 +202,7 @@ function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
       const latest = await head();
       const cursor = await readCursor(db, chainId, watcher).catch(() => null);
       const safe = latest === null ? null : confirmedHead(latest, confirmations);
+      metrics?.watcherLag(chainId, watcher, lagBlocks(safe, cursor));
       return watcherHealth({ safe, cursor, loop: loop.state(), note: note() });
     },
   });
@@ -157,13 +214,46 @@ function chainProbes(set: ChainWatcherSet, db: Db): ReadinessProbe[] {
     rpcProbe,
     ...set.settlements.map((s) => lagProbe(s.name, s.loop, () => null)),
     lagProbe("deposits", set.loops.deposits, tracingNote),
-    ...set.settlements.map((s) => unattributedProbe(db, chainId, s)),
+    ...set.settlements.map((s) => unattributedProbe(db, chainId, s, metrics)),
     reorgProbe(db, chainId),
+    depositProbe(db, client, set.chain, options),
   ];
 }
 
+/** The paymasters' EntryPoint deposits against what the tanks promise (health/deposit-coverage.ts). */
+function depositProbe(
+  db: Db,
+  client: ChainClient,
+  chain: ChainConfig,
+  options: { metrics: Metrics | undefined; warnPercent: number },
+): ReadinessProbe {
+  const { metrics, warnPercent } = options;
+  const { chainId } = chain;
+  return {
+    name: `chain:${chainId}:paymaster-deposit`,
+    async check() {
+      const coverage = await readDepositCoverage(db, client, chain, warnPercent).catch(() => null);
+      if (coverage === null) {
+        metrics?.depositCoverage(chainId, "unknown");
+        return { status: "degraded", detail: "could not read the gas tanks and open reservations" };
+      }
+      for (const p of coverage.paymasters) metrics?.paymasterDeposit(chainId, p.version, p.depositWei);
+      metrics?.gasTanks(coverage.tanksWei);
+      metrics?.openReservations(chainId, coverage.reservedWei);
+      metrics?.depositCoverage(chainId, coverage.state);
+      if (coverage.state === "ok") return { status: "ok", detail: coverage.detail };
+      return { status: "degraded", detail: coverage.detail, critical: coverage.state === "short" };
+    },
+  };
+}
+
 /** Spend of one paymaster that no tank was charged for; v0.7's probe keeps its name. */
-function unattributedProbe(db: Db, chainId: number, pair: SettlementPair): ReadinessProbe {
+function unattributedProbe(
+  db: Db,
+  chainId: number,
+  pair: SettlementPair,
+  metrics: Metrics | undefined,
+): ReadinessProbe {
   const paymaster = pair.paymaster.toLowerCase();
   const suffix = pair.version === "0.7" ? "" : `:${pair.version}`;
   return {
@@ -171,6 +261,7 @@ function unattributedProbe(db: Db, chainId: number, pair: SettlementPair): Readi
     async check() {
       const totals = await paidTotals(db, chainId, paymaster, null).catch(() => null);
       if (totals === null) return { status: "degraded", detail: "could not read chain_operations" };
+      metrics?.unattributedSpend(chainId, pair.version, totals.unattributedWei);
       return totals.unattributedWei === 0n
         ? {
             status: "ok",
@@ -192,7 +283,7 @@ export function watcherHealth(input: {
   note: string | null;
 }): { status: "ok" | "degraded"; detail: string } {
   const { safe, cursor, loop, note } = input;
-  const lag = safe === null || cursor === null ? null : safe - (cursor - 1n) > 0n ? safe - (cursor - 1n) : 0n;
+  const lag = lagBlocks(safe, cursor);
   const parts = [
     lag === null ? "lag unknown" : `${lag} block${lag === 1n ? "" : "s"} behind the confirmed head`,
   ];
@@ -200,6 +291,13 @@ export function watcherHealth(input: {
   if (note) parts.push(note);
   const degraded = lag === null || lag > MAX_LAG_BLOCKS || loop.lastError !== null || note !== null;
   return { status: degraded ? "degraded" : "ok", detail: parts.join("; ") };
+}
+
+/** Pure: blocks from a watcher's cursor (the next block it reads) to the confirmed head; null when either is unknown. */
+export function lagBlocks(safe: bigint | null, cursor: bigint | null): bigint | null {
+  if (safe === null || cursor === null) return null;
+  const lag = safe - (cursor - 1n);
+  return lag > 0n ? lag : 0n;
 }
 
 /** The latest block number, shared by the probes of one readiness check; null when unreachable. */

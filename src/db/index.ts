@@ -3,7 +3,10 @@ import type { Db } from "./db.ts";
 import { openPglite } from "./pglite.ts";
 import { openPostgres } from "./postgres.ts";
 
-export async function openDb(config: Pick<Config, "databaseUrl" | "dataDir">): Promise<Db> {
-  if (config.databaseUrl) return openPostgres({ url: config.databaseUrl });
+export async function openDb(
+  config: Pick<Config, "databaseUrl" | "dataDir"> & Partial<Pick<Config, "dbLockTimeoutMs">>,
+): Promise<Db> {
+  if (config.databaseUrl)
+    return openPostgres({ url: config.databaseUrl, lockTimeoutMs: config.dbLockTimeoutMs });
   return openPglite(config.dataDir === "memory://" ? "memory://" : `${config.dataDir}/pglite`);
 }

@@ -1,5 +1,6 @@
 import pg from "pg";
 import type { Db, Queryable } from "./db.ts";
+import { asUnavailable, DatabaseUnavailable, DEFAULT_LOCK_TIMEOUT_MS } from "./unavailable.ts";
 
 // Ids are int8 in SQL and stay far below 2^53; money is NUMERIC and stays a string until it
 // becomes a bigint in the ledger code.
@@ -11,10 +12,29 @@ export interface PostgresOptions {
   schema?: string;
   max?: number;
   statementTimeoutMs?: number;
+  /**
+   * Longest wait for a row or table lock (lock_timeout) before the statement fails with 55P03,
+   * which the service answers with 503. Default DEFAULT_LOCK_TIMEOUT_MS.
+   */
+  lockTimeoutMs?: number;
+  /** Longest wait for a connection, new or from the pool, before the query fails. */
+  connectTimeoutMs?: number;
 }
 
+/**
+ * A pool over `pg`. Every failure that means the server is away, shutting down, full, or a lock or
+ * statement timed out is rethrown as DatabaseUnavailable (see unavailable.ts); everything is
+ * bounded, so a request never waits on a dead server for longer than a few seconds.
+ */
 export async function openPostgres(opts: PostgresOptions): Promise<Db> {
-  const options = [`-c statement_timeout=${opts.statementTimeoutMs ?? 5000}`];
+  const statementTimeoutMs = opts.statementTimeoutMs ?? 5000;
+  // Set on every connection rather than per transaction: the reservation is one autocommit
+  // statement, and a SET LOCAL would cost it a transaction and two more round trips. Every row
+  // lock the service takes (reservations, settlement, releases, reversals) is then bounded.
+  const options = [
+    `-c statement_timeout=${statementTimeoutMs}`,
+    `-c lock_timeout=${opts.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS}`,
+  ];
   if (opts.schema) {
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(opts.schema)) throw new Error("invalid schema name");
     const admin = new pg.Client({ connectionString: opts.url });
@@ -30,37 +50,68 @@ export async function openPostgres(opts: PostgresOptions): Promise<Db> {
     connectionString: opts.url,
     max: opts.max ?? 20,
     options: options.join(" "),
-    connectionTimeoutMillis: 5000,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5000,
+    // statement_timeout is the server's bound; this one is for a server that stopped answering
+    // without closing the connection (a network partition), where only the client can give up.
+    query_timeout: statementTimeoutMs + 2000,
+    keepAlive: true,
   });
-  // An idle client that loses its server must not take the process down.
+  // An idle client that loses its server emits 'error' on the pool; unheard, that would end the
+  // process. The pool has already dropped the client, and the next query connects anew.
   pool.on("error", () => {});
 
-  const query = async <T>(sql: string, params?: unknown[]) =>
-    (await pool.query(sql, params as unknown[])).rows as T[];
+  const query = async <T>(sql: string, params?: unknown[]) => {
+    try {
+      return (await pool.query(sql, params as unknown[])).rows as T[];
+    } catch (err) {
+      throw asUnavailable(err);
+    }
+  };
 
   return {
     kind: "postgres",
     query,
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-      const client = await pool.connect();
-      const tx: Queryable = {
-        query: async <R>(sql: string, params?: unknown[]) =>
-          (await client.query(sql, params as unknown[])).rows as R[],
-      };
-      try {
-        await client.query("BEGIN");
-        const result = await fn(tx);
-        await client.query("COMMIT");
-        return result;
-      } catch (err) {
-        await client.query("ROLLBACK").catch(() => {});
-        throw err;
-      } finally {
-        client.release();
-      }
-    },
+    transaction: (fn) => inTransaction(pool, fn),
     async close() {
       await pool.end();
     },
   };
+}
+
+async function inTransaction<T>(pool: pg.Pool, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    throw asUnavailable(err);
+  }
+  // A checked-out client has no listener of the pool's: if its server goes away between two
+  // statements, the 'error' it emits would end the process. The statement in flight, if any,
+  // fails with the same error; the next one fails because the client is no longer queryable.
+  const onError = () => {};
+  client.on("error", onError);
+  const tx: Queryable = {
+    async query<R>(sql: string, params?: unknown[]) {
+      try {
+        return (await client.query(sql, params as unknown[])).rows as R[];
+      } catch (err) {
+        throw asUnavailable(err);
+      }
+    },
+  };
+  let broken: Error | undefined;
+  try {
+    await tx.query("BEGIN");
+    const result = await fn(tx);
+    await tx.query("COMMIT");
+    return result;
+  } catch (err) {
+    if (err instanceof DatabaseUnavailable && err.connectionLost) broken = err;
+    else await client.query("ROLLBACK").catch((e: Error) => (broken = e));
+    throw err;
+  } finally {
+    client.removeListener("error", onError);
+    // A client whose connection failed is dropped, not handed to the next request.
+    client.release(broken);
+  }
 }

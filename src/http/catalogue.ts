@@ -146,7 +146,7 @@ export const ERRORS = {
     when: "The sponsorship would take the project past its daily cap.",
     rpc: refused,
   },
-  // 404, 405, 409, 413, 414, 415, 422, 431.
+  // 404, 405, 408, 409, 413, 414, 415, 422, 431.
   not_found: {
     status: 404,
     title: "Not found",
@@ -163,6 +163,12 @@ export const ERRORS = {
     status: 405,
     title: "Method not allowed",
     when: "The HTTP method is not one the service answers.",
+    rpc: RPC_CODES.invalidRequest,
+  },
+  request_timeout: {
+    status: 408,
+    title: "Request timeout",
+    when: "The request did not arrive in full within the server's time limit; the connection is closed.",
     rpc: RPC_CODES.invalidRequest,
   },
   conflict: {

@@ -1,5 +1,4 @@
 import { type TSchema, Type } from "@sinclair/typebox";
-import { Problem } from "./problem.ts";
 
 /** Shared pieces of the route schemas. */
 export const Address = Type.String({
@@ -21,18 +20,12 @@ export const ProjectParams = Type.Object(
   { additionalProperties: false },
 );
 
-const errorCodes = [400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503] as const;
-
-/** Response schemas for a route: its successes plus the problem shape for every error status. */
-export function responses(ok: Record<number, TSchema>, extra: number[] = []): Record<number, TSchema> {
-  const out: Record<number, TSchema> = { ...ok };
-  for (const status of [...errorCodes, ...extra]) {
-    out[status] = {
-      description: "Problem details (RFC 9457)",
-      content: { "application/problem+json": { schema: Type.Ref(Problem.$id!) } },
-    } as unknown as TSchema;
-  }
-  return out;
+/**
+ * Response schemas for a route's successes. Its problem+json responses, one per status with an
+ * example per code, are added from the route's entry in ROUTE_DOCS (src/http/openapi.ts).
+ */
+export function responses(ok: Record<number, TSchema>): Record<number, TSchema> {
+  return { ...ok };
 }
 
 /** Security requirement objects for the OpenAPI document. */

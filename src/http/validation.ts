@@ -73,3 +73,47 @@ function strictText(schema: TextSchema, validate: ValidateFunction): ValidateFun
   }) as ValidateFunction;
   return checked;
 }
+
+/** Where a NUL was found: the keys and indexes leading to it, in order. */
+export type NulPath = (string | number)[];
+
+interface Step {
+  value: unknown;
+  key: string | number | null;
+  parent: Step | null;
+}
+
+/**
+ * The path to the first string (or object key) holding U+0000 in a parsed JSON value, path
+ * parameters or a query, or null. PostgreSQL cannot store NUL in text, so such a value would fail
+ * deep in a query as a 500 (and the driver's error would carry the statement's parameters into
+ * the logs); it is refused at the edge instead. The walk is iterative and keeps parent links
+ * rather than paths: a 64 KiB body can nest arrays 30,000 deep, which neither a recursive walk
+ * nor one copying paths at every level would survive.
+ */
+export function findNul(value: unknown): NulPath | null {
+  const stack: Step[] = [{ value, key: null, parent: null }];
+  while (stack.length > 0) {
+    const step = stack.pop()!;
+    const v = step.value;
+    if (typeof v === "string") {
+      if (v.includes("\u0000")) return pathOf(step);
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: step });
+    } else if (v !== null && typeof v === "object") {
+      const entries = Object.entries(v);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, child] = entries[i]!;
+        if (key.includes("\u0000")) return pathOf({ value: child, key, parent: step });
+        stack.push({ value: child, key, parent: step });
+      }
+    }
+  }
+  return null;
+}
+
+function pathOf(step: Step): NulPath {
+  const path: NulPath = [];
+  for (let s: Step | null = step; s !== null && s.key !== null; s = s.parent) path.push(s.key);
+  return path.reverse();
+}

@@ -1,7 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { checkApiKey } from "../api-keys/check.ts";
 import { KEY_PREFIX } from "../api-keys/format.ts";
 import type { Services } from "../context.ts";
 import { ApiError, rateLimited } from "../http/problem.ts";
+import type { RateLimitRefusal } from "../rate-limits/limiter.ts";
 import { resolveDeveloper } from "./developers.ts";
 import type { Principal } from "./principal.ts";
 
@@ -13,6 +15,11 @@ const MAX_CREDENTIAL_LENGTH = 8192;
  * credential is refused (401) and rate limited (429) before any body validation (400), the
  * order DESIGN.md fixes. A request without credentials gets a null principal; each route then
  * demands what it needs, so public routes stay public.
+ *
+ * Every request made with a key counts against the key's budget, every request made with a
+ * token against the developer's (DEVELOPER_RATE_LIMIT), and every failed authentication against
+ * the client address's (FAILED_AUTH_LIMIT): past it, the address's bad credentials are answered
+ * 429 without being looked up, while its valid ones are still served.
  */
 export function installAuthentication(app: FastifyInstance, services: Services) {
   app.decorateRequest("principal", null);
@@ -20,12 +27,16 @@ export function installAuthentication(app: FastifyInstance, services: Services) 
     // A route that speaks another protocol (JSON-RPC at /rpc) authenticates in its own terms.
     if (request.routeOptions.config?.ownAuthentication) return;
     request.principal = await principalOf(request, services);
-    if (request.principal?.kind === "apiKey") {
-      const refusal = await services.rateLimiter.consume(
-        request.principal.keyId,
-        request.principal.rateLimit,
-      );
+    const principal = request.principal;
+    if (principal?.kind === "apiKey") {
+      const refusal = await services.rateLimiter.consume(principal.keyId, principal.rateLimit);
       if (refusal) throw rateLimited(refusal);
+    } else if (principal?.kind === "developer") {
+      const refusal = await services.developerRateLimiter.consume(
+        principal.developerId,
+        services.config.developerRateLimit,
+      );
+      if (refusal) throw rateLimited(refusal, "this developer's budget");
     }
   });
 }
@@ -35,12 +46,14 @@ async function principalOf(request: FastifyRequest, services: Services): Promise
   if (header === undefined) return null;
   const match = /^Bearer ([!-~]+)$/.exec(header);
   if (!match || match[1]!.length > MAX_CREDENTIAL_LENGTH) {
-    throw new ApiError("unauthorized", "expected 'Authorization: Bearer <credential>'", wwwAuthenticate);
+    return refuse(services, request, "expected 'Authorization: Bearer <credential>'");
   }
   const credential = match[1]!;
   if (credential.startsWith(KEY_PREFIX)) {
-    const key = await services.apiKeys.resolve(credential);
-    if (!key) throw new ApiError("unauthorized", "the API key is invalid or revoked", wwwAuthenticate);
+    const check = await checkApiKey(services, credential, request.ip);
+    if (check.kind === "throttled") throw tooManyFailures(check.refusal);
+    if (check.kind === "invalid") throw unauthorized("the API key is invalid or revoked");
+    const { key } = check;
     return {
       kind: "apiKey",
       keyId: key.id,
@@ -50,14 +63,33 @@ async function principalOf(request: FastifyRequest, services: Services): Promise
     };
   }
   const identity = await services.tokens.verify(credential);
-  if (!identity)
-    throw new ApiError("unauthorized", "the access token is invalid or expired", wwwAuthenticate);
-  const developerId = await resolveDeveloper(services.db, identity);
+  if (!identity) return refuse(services, request, "the access token is invalid or expired");
+  const developer = await resolveDeveloper(services.db, identity);
   // The email belongs to another subject (another account at the provider): never merge them.
-  if (developerId === null)
+  if (developer === null)
     throw new ApiError("identity_conflict", "this email is already linked to another identity");
-  return { kind: "developer", developerId, email: identity.email };
+  // The address on record, not the token's: it is the verified one (or a placeholder).
+  return { kind: "developer", developerId: developer.id, email: developer.email };
 }
+
+/** A failed authentication: counted against the client address, then 401 (or 429 past its budget). */
+async function refuse(services: Services, request: FastifyRequest, detail: string): Promise<never> {
+  const refusal = await services.authFailures.reserve(request.ip);
+  throw refusal ? tooManyFailures(refusal) : unauthorized(detail);
+}
+
+/** The 429 for a client address over its budget of failed authentications. */
+export function tooManyFailures(refusal: RateLimitRefusal): ApiError {
+  const { headers } = rateLimited(refusal);
+  return new ApiError(
+    "rate_limited",
+    `too many failed authentications from this address (${refusal.perMinute} per minute allowed); ` +
+      `retry in ${refusal.retryAfterSec} s`,
+    headers,
+  );
+}
+
+const unauthorized = (detail: string) => new ApiError("unauthorized", detail, wwwAuthenticate);
 
 declare module "fastify" {
   interface FastifyContextConfig {

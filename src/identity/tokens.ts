@@ -12,11 +12,17 @@ import {
 } from "jose";
 import type { OidcConfig } from "../config.ts";
 import { loadOrCreateSecret } from "../secrets.ts";
+import { normalizeEmail } from "./email.ts";
 
 /** A developer as the identity provider vouches for them. */
 export interface VerifiedIdentity {
   subject: string;
-  email: string;
+  /**
+   * The address the provider vouches for (`email_verified: true`, the boolean), normalised by
+   * `normalizeEmail`; null when the token's email is unverified, or one the service cannot
+   * compare safely. Only a non-null email may claim an invitation or create a record under it.
+   */
+  email: string | null;
 }
 
 export interface TokenVerifier {
@@ -67,10 +73,13 @@ function verifierFor(
 function identityFrom(payload: JWTPayload, issuer: string): VerifiedIdentity | null {
   const email = payload.email;
   if (typeof email !== "string" || !EMAIL.test(email)) return null;
-  // A provider that says the address is unverified cannot be trusted to link invitations.
+  // A provider that says outright that the address is unverified is refused, as it always was.
   if (payload.email_verified === false) return null;
   if (typeof payload.sub !== "string" || payload.sub.length === 0) return null;
-  return { subject: `${issuer} ${payload.sub}`, email: email.toLowerCase() };
+  // Anything but the boolean true (the string "false", "true", a missing claim) vouches for
+  // nothing: such a token signs in as its subject only (developers.ts decides what that means).
+  const verified = payload.email_verified === true ? normalizeEmail(email) : null;
+  return { subject: `${issuer} ${payload.sub}`, email: verified };
 }
 
 export interface LocalIssuer extends TokenVerifier {
@@ -95,8 +104,8 @@ export async function localIssuer(dataDir: string): Promise<LocalIssuer> {
   return {
     verify: verifier.verify,
     async issue(email, ttlSec = 3600) {
-      const normalized = email.toLowerCase();
-      if (!EMAIL.test(normalized)) throw new Error("not an email address");
+      const normalized = normalizeEmail(email);
+      if (normalized === null) throw new Error("not an email address the service accepts (ASCII only)");
       return new SignJWT({ email: normalized, email_verified: true })
         .setProtectedHeader({ alg: LOCAL_ALG, typ: "JWT" })
         .setIssuer(LOCAL_ISSUER)

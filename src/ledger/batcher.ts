@@ -12,7 +12,11 @@ export interface ReservationBatcher {
   reserve(r: Reservation): Promise<ReserveOutcome>;
 }
 
-export function reservationBatcher(db: Queryable): ReservationBatcher {
-  const send = batchPerKey((projectId: string, items: Reservation[]) => reserveMany(db, projectId, items));
+/** `observeBatch` learns each batch's size (the reservation batch metric). */
+export function reservationBatcher(db: Queryable, observeBatch?: (size: number) => void): ReservationBatcher {
+  const send = batchPerKey((projectId: string, items: Reservation[]) => {
+    observeBatch?.(items.length);
+    return reserveMany(db, projectId, items);
+  });
   return { reserve: (r) => send(r.projectId, r) };
 }

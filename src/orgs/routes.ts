@@ -2,12 +2,14 @@ import { Type } from "@sinclair/typebox";
 import { authorizeOrg } from "../access/guard.ts";
 import { ROLES, type Role } from "../access/roles.ts";
 import type { RoutePlugin } from "../context.ts";
-import { ApiError, conflict, notFound } from "../http/problem.ts";
+import { ApiError, conflict, invalid, notFound } from "../http/problem.ts";
 import { bearer, responses, Timestamp } from "../http/schemas.ts";
 import { requireDeveloper } from "../identity/authenticate.ts";
-import { developerByEmail } from "../identity/developers.ts";
+import { developerByEmail, lockDeveloper } from "../identity/developers.ts";
+import { normalizeEmail } from "../identity/email.ts";
 import { decideMemberUpsert } from "./policy.ts";
 import {
+  countOrgsCreatedBy,
   countOwners,
   getMember,
   insertOrg,
@@ -58,10 +60,18 @@ export const orgRoutes: RoutePlugin = async (app, { services }) => {
       },
     },
     async (request, reply) => {
-      const developer = requireDeveloper(request);
-      const org = await db.transaction((tx) =>
-        insertOrg(tx, { ...request.body, ownerId: developer.developerId }),
-      );
+      const { developerId } = requireDeveloper(request);
+      const max = services.config.maxOrgsPerDeveloper;
+      // Counted under a lock on the developer's record: concurrent creations queue, so the
+      // quota holds exactly.
+      const org = await db.transaction(async (tx) => {
+        await lockDeveloper(tx, developerId);
+        if ((await countOrgsCreatedBy(tx, developerId)) >= max) return "quota" as const;
+        return insertOrg(tx, { ...request.body, ownerId: developerId });
+      });
+      if (org === "quota") {
+        throw new ApiError("quota_exceeded", `a developer may create at most ${max} organizations`);
+      }
       if (!org) throw conflict(`the slug '${request.body.slug}' is taken`);
       return reply.code(201).send(org);
     },
@@ -97,7 +107,8 @@ export const orgRoutes: RoutePlugin = async (app, { services }) => {
       schema: {
         tags,
         security: bearer,
-        summary: "Add a member by email, or update an existing member (admin or owner)",
+        summary:
+          "Add a member by email (admin or owner); changing an existing member's role is for owners only",
         params: OrgParams,
         body: Type.Object({ email: Email, role: RoleSchema }, { additionalProperties: false }),
         response: responses({ 200: Member, 201: Member }),
@@ -105,7 +116,14 @@ export const orgRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request, reply) => {
       const access = await authorizeOrg(db, request, request.params.orgId, "members:write");
-      const { email, role } = request.body;
+      const { role } = request.body;
+      const email = normalizeEmail(request.body.email);
+      if (email === null) {
+        throw invalid(
+          "body/email must be a printable-ASCII address outside the reserved .invalid domain " +
+            "(write an internationalised domain in punycode)",
+        );
+      }
       const result = await db.transaction(async (tx) => {
         await lockOrg(tx, access.orgId);
         const developerId = await developerByEmail(tx, email);

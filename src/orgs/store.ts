@@ -41,6 +41,22 @@ export async function insertOrg(
   };
 }
 
+/**
+ * Organizations the developer created. An organization's creator is the member inserted in the
+ * same transaction as the organization (insertOrg), so its membership carries the very same
+ * `created_at` (`now()` is the transaction's start); anyone added later joins in a later
+ * transaction. Handing ownership on or stepping down does not change this count: the quota
+ * bounds what a developer makes, not what it holds today.
+ */
+export async function countOrgsCreatedBy(tx: Queryable, developerId: number): Promise<number> {
+  const rows = await tx.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM org_members m JOIN organizations o ON o.id = m.org_id
+     WHERE m.developer_id = $1 AND m.created_at = o.created_at`,
+    [developerId],
+  );
+  return rows[0]!.n;
+}
+
 export async function listOrgsOf(db: Queryable, developerId: number): Promise<OrgRecord[]> {
   const rows = await db.query<{ id: number; name: string; slug: string; role: Role; created_at: Date }>(
     `SELECT o.id, o.name, o.slug, m.role, o.created_at FROM organizations o

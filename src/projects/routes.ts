@@ -2,10 +2,11 @@ import { Type } from "@sinclair/typebox";
 import { formatUnits } from "viem";
 import { authorizeOrg, authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
-import { conflict, notFound } from "../http/problem.ts";
+import { ApiError, conflict, notFound } from "../http/problem.ts";
 import { bearer, ProjectId, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
-import { getProject, insertProject, listProjects, updateProject } from "./store.ts";
+import { lockOrg } from "../orgs/store.ts";
+import { countProjectsOf, getProject, insertProject, listProjects, updateProject } from "./store.ts";
 
 const ProjectListItem = Type.Object({
   id: Type.String(),
@@ -62,9 +63,17 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
     async (request, reply) => {
       const { id, name, owner } = request.body;
       const org = await authorizeOrg(db, request, owner, "projects:create");
-      const project = await db.transaction((tx) =>
-        insertProject(tx, services.deposits, { id, name, owner, orgId: org.orgId }),
-      );
+      const max = services.config.maxProjectsPerOrg;
+      // Counted under the organization's lock: concurrent creations queue, so the quota holds
+      // exactly (each project costs a derivation index and a deposit address to watch).
+      const project = await db.transaction(async (tx) => {
+        await lockOrg(tx, org.orgId);
+        if ((await countProjectsOf(tx, org.orgId)) >= max) return "quota" as const;
+        return insertProject(tx, services.deposits, { id, name, owner, orgId: org.orgId });
+      });
+      if (project === "quota") {
+        throw new ApiError("quota_exceeded", `an organization may hold at most ${max} projects`);
+      }
       if (!project) throw conflict(`project id '${id}' is taken`);
       return reply.code(201).send(project);
     },

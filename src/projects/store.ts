@@ -48,6 +48,14 @@ export async function insertProject(
   return toRecord(rows[0]);
 }
 
+/** Projects of the organization (for its quota; count under the organization's lock). */
+export async function countProjectsOf(tx: Queryable, orgId: number): Promise<number> {
+  const rows = await tx.query<{ n: number }>("SELECT count(*)::int AS n FROM projects WHERE org_id = $1", [
+    orgId,
+  ]);
+  return rows[0]!.n;
+}
+
 export async function getProject(db: Queryable, id: string): Promise<ProjectRecord | null> {
   const rows = await db.query<Row>(`SELECT ${COLUMNS} FROM projects WHERE id = $1`, [id]);
   return rows[0] ? toRecord(rows[0]) : null;

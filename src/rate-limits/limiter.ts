@@ -7,12 +7,19 @@ import { batchPerKey } from "../batching.ts";
  * it is configured so that every instance shares one exact count (one atomic Lua script, batched
  * per key), in memory otherwise (rate-limiter-flexible). If Redis stops answering, counting
  * continues in this process's memory until it comes back, and readiness reports the
- * degradation; money checks never depend on this.
+ * degradation; money checks never depend on this. The same counter serves the per-developer
+ * budget (DEVELOPER_RATE_LIMIT) and the per-address budget of failed authentications
+ * (failed-auth.ts), each in its own namespace.
  */
 export interface RateLimiter {
   readonly shared: boolean;
-  /** Counts one request; null when it may pass, or the refusal when the key is over its budget. */
-  consume(keyId: number, perMinute: number): Promise<RateLimitRefusal | null>;
+  /**
+   * Counts one request of `id` (a key id, a developer id, a client address: one namespace per
+   * limiter); null when it may pass, or the refusal when `id` is over its budget.
+   */
+  consume(id: number | string, perMinute: number): Promise<RateLimitRefusal | null>;
+  /** Takes back one counted request of `id` (one that turned out not to count); best effort. */
+  refund(id: number | string, perMinute: number): Promise<void>;
   /** True when the shared store answered its last probe (always true when in memory). */
   healthy(): Promise<boolean>;
 }
@@ -29,22 +36,30 @@ export interface RateLimitRefusal {
 export function memoryRateLimiter(): RateLimiter {
   // One limiter per distinct budget: keys created with the same rateLimit share the instance.
   const byBudget = new Map<number, RateLimiterMemory>();
+  const limiterFor = (perMinute: number) => {
+    let limiter = byBudget.get(perMinute);
+    if (!limiter) {
+      limiter = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SEC });
+      byBudget.set(perMinute, limiter);
+    }
+    return limiter;
+  };
   return {
     shared: false,
     healthy: async () => true,
-    async consume(keyId, perMinute) {
-      let limiter = byBudget.get(perMinute);
-      if (!limiter) {
-        limiter = new RateLimiterMemory({ points: perMinute, duration: WINDOW_SEC });
-        byBudget.set(perMinute, limiter);
-      }
+    async consume(id, perMinute) {
       try {
-        await limiter.consume(String(keyId), 1);
+        await limiterFor(perMinute).consume(String(id), 1);
         return null;
       } catch (res) {
         if (!(res instanceof RateLimiterRes)) throw res;
         return tooMany(perMinute, res.msBeforeNext);
       }
+    },
+    async refund(id, perMinute) {
+      await limiterFor(perMinute)
+        .reward(String(id), 1)
+        .catch(() => {});
     },
   };
 }
@@ -60,12 +75,12 @@ export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
   const insurance = memoryRateLimiter();
   // One result per request: null when it may pass, or the refusal.
   const count = batchPerKey(
-    async (keyId: number, budgets: number[]): Promise<(RateLimitRefusal | null)[]> => {
+    async (id: number | string, budgets: number[]): Promise<(RateLimitRefusal | null)[]> => {
       try {
         const [total, ttlMs] = (await redis.eval(
           COUNT_SCRIPT,
           1,
-          `${prefix}:${keyId}`,
+          `${prefix}:${id}`,
           budgets.length,
           WINDOW_SEC * 1000,
         )) as [number, number];
@@ -74,7 +89,7 @@ export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
           first + i <= perMinute ? null : tooMany(perMinute, Math.max(ttlMs, 1)),
         );
       } catch {
-        return Promise.all(budgets.map((perMinute) => insurance.consume(keyId, perMinute)));
+        return Promise.all(budgets.map((perMinute) => insurance.consume(id, perMinute)));
       }
     },
   );
@@ -88,7 +103,14 @@ export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
         return false;
       }
     },
-    consume: (keyId, perMinute) => count(keyId, perMinute),
+    consume: (id, perMinute) => count(id, perMinute),
+    async refund(id, perMinute) {
+      try {
+        await redis.eval(REFUND_SCRIPT, 1, `${prefix}:${id}`);
+      } catch {
+        await insurance.refund(id, perMinute);
+      }
+    },
   };
 }
 
@@ -100,6 +122,13 @@ if total == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]); ttl = tonumber(ARGV[2]) end
 return {total, ttl}
+`;
+
+// Takes one request back from a window that is still open (never below zero, never reopening one).
+const REFUND_SCRIPT = `
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then return redis.call('DECR', KEYS[1]) end
+return 0
 `;
 
 function tooMany(perMinute: number, msBeforeNext: number): RateLimitRefusal {

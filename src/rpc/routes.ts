@@ -11,9 +11,14 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { scopeAllows } from "../access/roles.ts";
 import { firstNotAllowlisted } from "../allowlists/store.ts";
+import { checkApiKey } from "../api-keys/check.ts";
 import { KEY_PREFIX } from "../api-keys/format.ts";
 import type { RoutePlugin, Services } from "../context.ts";
+import { databaseUnavailable } from "../db/unavailable.ts";
+import { retryAfterSec } from "../http/errors.ts";
 import { ApiError, rateLimited } from "../http/problem.ts";
+import { tooManyFailures } from "../identity/authenticate.ts";
+import { noteRpcMethod } from "../metrics/http.ts";
 import { type OperationDeps, sponsorOperation, stubOperation } from "../sponsor/operation.ts";
 import { feeCeilings } from "../sponsor/pricing.ts";
 import { failure, type JsonRpcId, parseRequest, rpcError, success } from "./json-rpc.ts";
@@ -101,6 +106,7 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
       const parsed = parseRequest(typeof request.body === "string" ? request.body : "");
       if (parsed.kind === "error") return sendRpc(reply, failure(parsed.id, parsed.error));
       const { id, method, params } = parsed.request;
+      noteRpcMethod(request, method);
       try {
         const projectId = await authenticate(services, request);
         if (!(METHODS as readonly string[]).includes(method)) {
@@ -132,6 +138,20 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
             : `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${outcome.body}}`;
         return sendRpc(reply, body);
       } catch (err) {
+        const unavailable = databaseUnavailable(err);
+        if (unavailable) {
+          // The REST API's 503 `unavailable` as a JSON-RPC error: one warn line, no stack.
+          request.log.warn(
+            { reason: unavailable.reason, dbError: unavailable.driverMessage },
+            "database unavailable",
+          );
+          const retryAfter = retryAfterSec(unavailable);
+          reply.header("retry-after", String(retryAfter));
+          const error = rpcError("unavailable", "the database is unavailable; retry shortly", {
+            retryAfterSec: retryAfter,
+          });
+          return sendRpc(reply, failure(id, error));
+        }
         if (!(err instanceof ApiError)) throw err;
         const extra = err.headers["retry-after"] ? { retryAfterSec: Number(err.headers["retry-after"]) } : {};
         return sendRpc(reply, failure(id, rpcError(err.code, err.message, extra)));
@@ -156,8 +176,11 @@ async function authenticate(services: Services, request: FastifyRequest): Promis
     throw new ApiError("unauthorized", "an API key is required (Authorization: Bearer, or ?apikey=)");
   if (!presented.startsWith(KEY_PREFIX))
     throw new ApiError("unauthorized", "the paymaster service takes a project's API key");
-  const key = await services.apiKeys.resolve(presented);
-  if (!key) throw new ApiError("unauthorized", "the API key is invalid or revoked");
+  // The same check as the REST API's: unknown keys count against the client address's budget.
+  const check = await checkApiKey(services, presented, request.ip);
+  if (check.kind === "throttled") throw tooManyFailures(check.refusal);
+  if (check.kind === "invalid") throw new ApiError("unauthorized", "the API key is invalid or revoked");
+  const { key } = check;
   const refusal = await services.rateLimiter.consume(key.id, key.rateLimit);
   if (refusal) throw rateLimited(refusal);
   if (!scopeAllows(key.scopes, "sponsor:authorize")) {

@@ -7,6 +7,7 @@ import { type ChainClient, createChainClient } from "../chains/rpc.ts";
 import { type LiveEntryPoint, liveEntryPoints } from "../config.ts";
 import type { RoutePlugin } from "../context.ts";
 import type { Queryable } from "../db/db.ts";
+import { readDepositCoverage } from "../health/deposit-coverage.ts";
 import { ApiError, forbidden } from "../http/problem.ts";
 import { bearer, responses, Timestamp } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
@@ -87,6 +88,26 @@ const ChainParity = Type.Object(
     depositsCover: Type.Union([Type.Boolean(), Type.Null()], {
       description: "entryPointDeposits >= promised: the tanks are shared by every paymaster of the chain",
     }),
+    depositCoverage: Type.Object(
+      {
+        status: Type.Union(
+          [Type.Literal("ok"), Type.Literal("low"), Type.Literal("short"), Type.Literal("unknown")],
+          {
+            description:
+              "short: a paymaster's deposit is below its open reservations (authorized operations can fail on chain); low: the deposits are below warnBelow; unknown: a deposit could not be read",
+          },
+        ),
+        warnBelow: Type.String({
+          description: "openReservations + warnPercent % of tanks (wei): deposits below it are low",
+        }),
+        warnPercent: Type.Integer({ description: "PAYMASTER_DEPOSIT_WARN_PERCENT" }),
+        detail: Type.String(),
+      },
+      {
+        description:
+          "Whether the paymasters' deposits can pay what the service promised; readiness reports the same",
+      },
+    ),
     inSync: Type.Boolean({
       description:
         "Everything every live paymaster paid was charged to a tank, and no reorganisation is open or left a debt",
@@ -135,11 +156,12 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
       }
       const fromBlock = request.query.fromBlock === undefined ? null : BigInt(request.query.fromBlock);
       const client = clientFor(chain.chainId, chain.rpcUrl);
-      const [pairs, promised, unattributed, reorgs] = await Promise.all([
+      const [pairs, promised, unattributed, reorgs, coverage] = await Promise.all([
         Promise.all(live.map((pair) => pairParity(db, client, chain.chainId, pair, fromBlock))),
         promisedWei(db, chain.chainId),
         recentUnattributed(db, chain.chainId, 20),
         reorgTotals(db, chain.chainId),
+        readDepositCoverage(db, client, chain, config.depositWarnPercent),
       ]);
       const promisedTotal = promised.tanksWei + promised.reservedWei;
       // The top-level fields describe the first pair (v0.7's), as they did before v0.8.
@@ -175,6 +197,12 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
         entryPoints: pairs.map((p) => p.report),
         entryPointDeposits: deposits === null ? null : deposits.toString(),
         depositsCover: deposits === null ? null : deposits >= promisedTotal,
+        depositCoverage: {
+          status: coverage.state,
+          warnBelow: coverage.warnBelowWei.toString(),
+          warnPercent: coverage.warnPercent,
+          detail: coverage.detail,
+        },
         inSync: pairs.every((p) => p.report.inSync) && reorgsSettled,
       };
     },

@@ -74,7 +74,7 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
         security: bearer,
         summary: "Authorize sponsoring one user operation and reserve its cost from the gas tank",
         body: AuthorizeBody,
-        response: responses({ 200: Authorized }, [402]),
+        response: responses({ 200: Authorized }),
       },
     },
     async (request, reply) => {

@@ -34,7 +34,8 @@ export function responseValidator(spec: Record<string, unknown>) {
       `${method} ${match.template} answered ${status}, which the OpenAPI does not document`,
     );
     const mediaType = Object.keys(documented.content ?? {})[0];
-    if (!mediaType) return;
+    // Only JSON bodies have a schema to check here (GET /metrics answers Prometheus text).
+    if (!mediaType?.includes("json")) return;
     const pointer = `openapi#/paths/${escapePointer(match.template)}/${method.toLowerCase()}/responses/${status}/content/${escapePointer(mediaType)}/schema`;
     let validate = compiled.get(pointer);
     if (!validate) {
@@ -46,6 +47,15 @@ export function responseValidator(spec: Record<string, unknown>) {
       validate(body),
       `${method} ${match.template} ${status} breaks its schema: ${ajv.errorsText(validate.errors)}`,
     );
+    // A problem's code must be one the route documents for that status (an example per code).
+    const media = documented.content?.[mediaType] as { examples?: Record<string, unknown> } | undefined;
+    const examples = media?.examples;
+    if (mediaType === "application/problem+json" && examples) {
+      assert.ok(
+        Object.hasOwn(examples, body.code),
+        `${method} ${match.template} answered ${status} ${body.code}, which the OpenAPI does not list for it`,
+      );
+    }
   };
 }
 

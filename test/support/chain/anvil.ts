@@ -48,11 +48,13 @@ export interface StartChainOptions {
   chainId?: number;
   /** Mine a block every this many seconds; by default every transaction is mined at once. */
   blockTimeSec?: number;
+  /** Listen on this port (a chain restarted where the service expects it); by default a free one. */
+  port?: number;
 }
 
 export async function startChain(options: StartChainOptions = {}): Promise<DevChain> {
   const chainId = options.chainId ?? DEVNET_CHAIN_ID;
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const args = ["--port", String(port), "--host", "127.0.0.1", "--chain-id", String(chainId), "--silent"];
   if (options.blockTimeSec !== undefined) args.push("--block-time", String(options.blockTimeSec));
 

@@ -1,0 +1,205 @@
+/**
+ * The compiled server (dist/server.js) as a child process, the way production runs it: for the
+ * tests of what only a real process shows (signals, exit codes, start-up failures, the data
+ * directory lock, cluster mode). The build is brought up to date once per test file.
+ */
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+export const SERVER_JS = join(REPO_ROOT, "dist", "server.js");
+
+/** Builds dist/ when src/ changed since the last build (what `npm start` does first). */
+export function ensureBuilt(): void {
+  const result = spawnSync(process.execPath, [join(REPO_ROOT, "scripts", "build.mjs"), "--if-stale"], {
+    cwd: REPO_ROOT,
+    encoding: "utf8",
+  });
+  assert.ok(result.status === 0, `the build failed:\n${result.stdout}\n${result.stderr}`);
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => (port > 0 ? resolve(port) : reject(new Error("no free port"))));
+    });
+  });
+}
+
+/** One parsed stdout line of the server (pino JSON), or `{raw}` for anything else. */
+export type LogLine = Record<string, unknown> & { level?: number; msg?: string; raw?: string };
+
+export interface ServerProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly port: number;
+  readonly baseUrl: string;
+  /** Every stdout line so far, parsed. */
+  readonly lines: LogLine[];
+  /** Everything written to stderr so far. */
+  stderr(): string;
+  /** Resolves with the first line (past or future) that matches. */
+  waitForLine(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** Resolves once the server answers GET /health with 200. */
+  waitReady(timeoutMs?: number): Promise<void>;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill(signal?: NodeJS.Signals): void;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when it has exited. */
+  stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const running = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of running) child.kill("SIGKILL");
+});
+
+/**
+ * Starts `node dist/server.js` with a development environment that reaches nothing outside this
+ * machine (the chain RPC is a closed local port unless `env` names one), plus `env`.
+ */
+export async function startServer(env: Record<string, string | undefined> = {}): Promise<ServerProcess> {
+  const port = env.PORT ? Number(env.PORT) : await freePort();
+  const base: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    // The test run's own store settings reach the child only when the test passes them.
+    if (v !== undefined && k !== "DATABASE_URL" && k !== "REDIS_URL" && !k.startsWith("NODE_TEST"))
+      base[k] = v;
+  }
+  const childEnv: Record<string, string> = {
+    ...base,
+    NODE_ENV: "development",
+    LOG_LEVEL: "info",
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    CHAIN_14601_RPC_URL: "http://127.0.0.1:9",
+  };
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined) delete childEnv[k];
+    else childEnv[k] = v;
+  }
+  const child = spawn(process.execPath, [SERVER_JS], {
+    cwd: REPO_ROOT,
+    env: childEnv,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  running.add(child);
+  const lines: LogLine[] = [];
+  const waiters: { match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }[] = [];
+  let partial = "";
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    partial += chunk;
+    const parts = partial.split("\n");
+    partial = parts.pop()!;
+    for (const text of parts) {
+      if (text.trim() === "") continue;
+      let line: LogLine;
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        line = { raw: text };
+      }
+      lines.push(line);
+      for (const w of [...waiters]) {
+        if (w.match(line)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(line);
+        }
+      }
+    }
+  });
+  let stderr = "";
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk;
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once("exit", (code, signal) => {
+      running.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  // Streams drain after 'exit'; wait for 'close' so that every line has been read.
+  const closed = new Promise<void>((resolve) => child.once("close", () => resolve()));
+  const exitedAndRead = exited.then(async (r) => {
+    await closed;
+    return r;
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const describe = () =>
+    `stdout:\n${lines.map((l) => l.raw ?? JSON.stringify(l)).join("\n")}\nstderr:\n${stderr}`;
+
+  const server: ServerProcess = {
+    child,
+    pid: child.pid!,
+    port,
+    baseUrl,
+    lines,
+    stderr: () => stderr,
+    waitForLine(match, timeoutMs = 30_000) {
+      const found = lines.find(match);
+      if (found) return Promise.resolve(found);
+      return new Promise<LogLine>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`no matching log line in ${timeoutMs} ms\n${describe()}`)),
+          timeoutMs,
+        );
+        waiters.push({
+          match,
+          resolve: (l) => {
+            clearTimeout(timer);
+            resolve(l);
+          },
+        });
+      });
+    },
+    async waitReady(timeoutMs = 120_000) {
+      const deadline = Date.now() + timeoutMs;
+      let ended = false;
+      void exited.then(() => {
+        ended = true;
+      });
+      while (Date.now() < deadline) {
+        if (ended) throw new Error(`the server exited during start-up\n${describe()}`);
+        try {
+          const res = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(1000) });
+          await res.arrayBuffer();
+          if (res.ok) return;
+        } catch {
+          // Not listening yet.
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`the server was not ready within ${timeoutMs} ms\n${describe()}`);
+    },
+    exited: exitedAndRead,
+    kill(signal = "SIGTERM") {
+      child.kill(signal);
+    },
+    async stop(graceMs = 20_000) {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      const result = await exitedAndRead;
+      clearTimeout(timer);
+      return result;
+    },
+  };
+  return server;
+}
+
+/** Runs the server to its exit (a start-up failure) and returns what it said. */
+export async function runToExit(env: Record<string, string | undefined>, timeoutMs = 60_000) {
+  const server = await startServer(env);
+  const timer = setTimeout(() => server.kill("SIGKILL"), timeoutMs);
+  const { code, signal } = await server.exited;
+  clearTimeout(timer);
+  return { code, signal, lines: server.lines, stderr: server.stderr(), pid: server.pid };
+}
+
+/** A stack trace line, as Node prints them. */
+export const STACK_LINE = /^\s+at .+(\(|:\d+)/m;
