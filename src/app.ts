@@ -60,7 +60,10 @@ export async function buildApp({
     requestIdHeader: false,
     // TRUST_PROXY: request.ip is the client's behind the configured load balancers.
     trustProxy: trustProxyOption(services.config.trustProxy),
-    return503OnClosing: true,
+    // While closing, a request that still arrives on an open connection is served (the
+    // database closes only after the app) with `Connection: close`, instead of Fastify's own
+    // non-problem 503: draining loses nothing.
+    return503OnClosing: false,
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
     // API keys carried in URLs (?apikey=, for EIP-5792 wallets) leave the URL before anything logs it.
     rewriteUrl: (req) => stripUrlKey(req),

@@ -17,7 +17,9 @@ let slug: string;
 const realValues = new Set<string>();
 
 before(async () => {
-  t = await startTestApp();
+  // The fuzzer sends far more developer requests a minute than DEVELOPER_RATE_LIMIT allows;
+  // each case must reach validation, not the limit.
+  t = await startTestApp({ env: { DEVELOPER_RATE_LIMIT: "1000000", FAILED_AUTH_LIMIT: "1000000" } });
   const p = await seedProject(t, { projectId: "fuzz-proj", slug: "fuzz-org" });
   ({ ownerToken: owner, apiKey, projectId, slug } = p);
   for (const v of [slug, projectId, String(p.orgId), "1", "14601"]) realValues.add(v);

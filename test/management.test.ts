@@ -79,10 +79,18 @@ describe("organizations and members", () => {
       payload: { email: "x@roles.example", role: "developer" },
     });
     assert.equal(update.statusCode, 201);
-    const again = await t.request({
+    // Changing an existing member's role is the owner's, on this path as on PATCH.
+    const adminChangesRole = await t.request({
       method: "POST",
       url: "/orgs/roles/members",
       token: admin,
+      payload: { email: "x@roles.example", role: "viewer" },
+    });
+    assert.equal(adminChangesRole.statusCode, 403);
+    const again = await t.request({
+      method: "POST",
+      url: "/orgs/roles/members",
+      token: owner,
       payload: { email: "x@roles.example", role: "viewer" },
     });
     assert.equal(again.statusCode, 200, "adding an existing member updates it");
