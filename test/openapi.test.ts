@@ -82,8 +82,9 @@ describe("the OpenAPI document", () => {
   it("has no map schema without an example (a viewer would show additionalProp1)", () => {
     const bare: string[] = [];
     const walk = (node: unknown, at: string) => {
-      if (Array.isArray(node)) node.forEach((n, i) => walk(n, `${at}/${i}`));
-      else if (node && typeof node === "object") {
+      if (Array.isArray(node)) {
+        for (const [i, n] of node.entries()) walk(n, `${at}/${i}`);
+      } else if (node && typeof node === "object") {
         const o = node as Record<string, unknown>;
         if (typeof o.additionalProperties === "object" && !o.examples && !o.example) bare.push(at);
         for (const [k, v] of Object.entries(o)) walk(v, `${at}/${k}`);
