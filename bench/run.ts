@@ -19,8 +19,8 @@ import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } f
  * from the chain's base fee and priority fee, and without a fresh reading authorize answers 503.
  * The service runs compiled (`node dist/server.js`, built first when src/ changed), as in
  * production. With PostgreSQL and Redis it is then measured again in cluster mode (WORKERS=2 by
- * default), beside the single process, and the ratio is printed; RSS is the service's, summed
- * over its processes, sampled under load.
+ * default) beside the single process, each scenario on one then the other, and the ratio is
+ * printed; RSS is the service's, summed over its processes, sampled under load.
  * It measures; it asserts nothing. Knobs (environment):
  *   BENCH_DURATION_SEC (10), BENCH_WARMUP_SEC (3), BENCH_CONNECTIONS ("10,50,100"),
  *   BENCH_WORKERS (2; 0 or 1 skips the cluster run),
@@ -95,48 +95,45 @@ async function main() {
   if (build.status !== 0) throw new Error("the build failed");
   try {
     const { service, seeded } = await startSeededService(baseEnv, dataDir, runId, database?.url ?? null);
+    // Cluster mode needs a shared store and shared rate limits (the service refuses it otherwise).
+    // It runs beside the single process, on the same database, and each scenario is measured on
+    // one then at once on the other, so that both meet the same machine (it is often shared).
+    let cluster: Child | null = null;
     try {
+      if (clusterWorkers > 1 && databaseUrl && redisUrl) {
+        cluster = await startChild({
+          name: `cluster of ${clusterWorkers}`,
+          entry: "dist/server.js",
+          loader: "none",
+          env: { ...baseEnv, WORKERS: String(clusterWorkers) },
+          logPath: join(dataDir, "cluster.log"),
+          readyPath: "/health",
+          readyLogLine: "all workers listening",
+        });
+      } else if (clusterWorkers > 1) {
+        console.log("note: no cluster run: cluster mode needs DATABASE_URL and REDIS_URL");
+      }
       const distinct = bodies(seeded, runId, USERS);
       const single = bodies(seeded, runId, 1);
-      await check(service.baseUrl, seeded.apiKey, distinct[0]!);
-      await warmUp(service, seeded.apiKey, distinct);
+      const targets: [string, Child][] = [["", service]];
+      if (cluster) targets.push([`cluster(${clusterWorkers}): `, cluster]);
+      for (const [, target] of targets) {
+        await check(target.baseUrl, seeded.apiKey, distinct[0]!);
+        await warmUp(target, seeded.apiKey, distinct);
+      }
       for (const connections of connectionCounts) {
-        rows.push(await scenario("authorize, 1,000 users", service, seeded.apiKey, distinct, connections));
-        rows.push(await scenario("authorize, one user", service, seeded.apiKey, single, connections));
+        for (const [name, requestBodies] of [
+          ["authorize, 1,000 users", distinct],
+          ["authorize, one user", single],
+        ] as const) {
+          for (const [label, target] of targets) {
+            rows.push(await scenario(`${label}${name}`, target, seeded.apiKey, requestBodies, connections));
+          }
+        }
       }
     } finally {
       await service.stop();
-    }
-    // Cluster mode needs a shared store and shared rate limits (the service refuses it otherwise).
-    if (clusterWorkers > 1 && databaseUrl && redisUrl) {
-      const cluster = await startChild({
-        name: `cluster of ${clusterWorkers}`,
-        entry: "dist/server.js",
-        loader: "none",
-        env: { ...baseEnv, WORKERS: String(clusterWorkers) },
-        logPath: join(dataDir, "cluster.log"),
-        readyPath: "/health",
-        readyLogLine: "all workers listening",
-      });
-      try {
-        const distinct = bodies(seeded, runId, USERS);
-        const single = bodies(seeded, runId, 1);
-        const label = `cluster(${clusterWorkers}): `;
-        await check(cluster.baseUrl, seeded.apiKey, distinct[0]!);
-        await warmUp(cluster, seeded.apiKey, distinct);
-        for (const connections of connectionCounts) {
-          rows.push(
-            await scenario(`${label}authorize, 1,000 users`, cluster, seeded.apiKey, distinct, connections),
-          );
-          rows.push(
-            await scenario(`${label}authorize, one user`, cluster, seeded.apiKey, single, connections),
-          );
-        }
-      } finally {
-        await cluster.stop();
-      }
-    } else if (clusterWorkers > 1) {
-      console.log("note: no cluster run: cluster mode needs DATABASE_URL and REDIS_URL");
+      await cluster?.stop();
     }
     if (!process.env.BENCH_SKIP_FLOOR) {
       const floor = await startChild({

@@ -17,6 +17,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from "node:fs";
@@ -79,38 +80,67 @@ function build(hash) {
     );
     process.exit(1);
   }
-  // A clean output: a source file deleted since the last build must not live on in dist/.
-  rmSync(DIST, { recursive: true, force: true });
+  // Built beside dist/ and swapped in whole: a server starting meanwhile (another terminal,
+  // another test file) never sees half a dist/, and a file deleted from src/ leaves dist/ too.
+  removeAbandonedStaging();
+  const staging = join(ROOT, `.dist-${process.pid}`);
   const started = Date.now();
-  const result = spawnSync(process.execPath, [tsc, "-p", join(ROOT, "tsconfig.build.json")], {
-    cwd: ROOT,
-    stdio: ["ignore", "inherit", "inherit"],
-  });
-  if (!existsSync(join(DIST, "server.js"))) {
-    log("tsc produced no dist/server.js");
+  const result = spawnSync(
+    process.execPath,
+    [tsc, "-p", join(ROOT, "tsconfig.build.json"), "--outDir", staging],
+    {
+      cwd: ROOT,
+      stdio: ["ignore", "inherit", "inherit"],
+    },
+  );
+  if (!existsSync(join(staging, "server.js"))) {
+    rmSync(staging, { recursive: true, force: true });
+    log("tsc produced no server.js");
     process.exit(1);
   }
   for (const asset of ASSETS) {
-    const target = join(DIST, relative("src", asset.from));
+    const target = join(staging, relative("src", asset.from));
     mkdirSync(target, { recursive: true });
     for (const name of readdirSync(join(ROOT, asset.from))) {
       if (name.endsWith(asset.ext)) copyFileSync(join(ROOT, asset.from, name), join(target, name));
     }
   }
-  if (result.status !== 0) {
-    if (!ifStale) {
-      log("type errors (above): dist/ was written but the build failed");
-      process.exit(1);
-    }
-    // Like `tsx src/server.ts` before it, `npm start` runs code with type errors; the stamp is not
-    // written, so the next start checks again.
-    log("type errors (above): starting with the emitted code anyway; fix them before shipping");
-    return;
+  const typed = result.status === 0;
+  if (!typed && !ifStale) {
+    rmSync(staging, { recursive: true, force: true });
+    log("type errors (above): the build failed");
+    process.exit(1);
   }
-  writeFileSync(STAMP, `${hash}\n`);
-  log(`dist/ built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  // Without the stamp, the next start checks again.
+  if (typed) writeFileSync(join(staging, ".build-hash"), `${hash}\n`);
+  const old = join(ROOT, `.dist-old-${process.pid}`);
+  if (existsSync(DIST)) renameSync(DIST, old);
+  renameSync(staging, DIST);
+  rmSync(old, { recursive: true, force: true });
+  if (typed) log(`dist/ built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  // Like `tsx src/server.ts` before it, `npm start` runs code with type errors.
+  else log("type errors (above): starting with the emitted code anyway; fix them before shipping");
 }
 
+/** Staging directories of builds that were killed midway (their process is gone). */
+function removeAbandonedStaging() {
+  for (const name of readdirSync(ROOT)) {
+    const m = /^\.dist-(?:old-)?(\d+)$/.exec(name);
+    if (!m) continue;
+    try {
+      process.kill(Number(m[1]), 0);
+    } catch {
+      rmSync(join(ROOT, name), { recursive: true, force: true });
+    }
+  }
+}
+
+if (!existsSync(join(ROOT, "src"))) {
+  // An image that ships dist/ alone: nothing to build from, nothing to compare with.
+  if (ifStale && existsSync(join(DIST, "server.js"))) process.exit(0);
+  log("src/ is missing: nothing to build");
+  process.exit(1);
+}
 const hash = inputHash();
 if (ifStale && existsSync(STAMP) && readFileSync(STAMP, "utf8").trim() === hash) process.exit(0);
 if (ifStale && existsSync(join(DIST, "server.js")) && !typescriptBin()) {

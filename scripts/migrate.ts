@@ -1,9 +1,21 @@
-import { loadConfig } from "../src/config.ts";
-import { openDb } from "../src/db/index.ts";
+import { ConfigError, loadConfig } from "../src/config.ts";
 import { migrate } from "../src/db/migrate.ts";
+import { processLogger } from "../src/process/log.ts";
+import { openStore, StartupFailure } from "../src/process/startup.ts";
 
-const config = loadConfig();
-const db = await openDb(config);
-const applied = await migrate(db);
-console.log(applied.length ? `applied: ${applied.join(", ")}` : "database is up to date");
-await db.close();
+// The same store as the server, opened the same way: the DATA_DIR lock (a running embedded server
+// is refused, not corrupted) and, for PostgreSQL, the retries of DB_CONNECT_TIMEOUT_SEC.
+try {
+  const config = loadConfig();
+  const store = await openStore(config, processLogger(config.logLevel));
+  try {
+    const applied = await migrate(store.db);
+    console.log(applied.length ? `applied: ${applied.join(", ")}` : "database is up to date");
+  } finally {
+    await store.close();
+  }
+} catch (err) {
+  if (!(err instanceof ConfigError || err instanceof StartupFailure)) throw err;
+  console.error(err.message);
+  process.exit(err instanceof ConfigError ? 2 : err.exitCode);
+}

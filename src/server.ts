@@ -15,9 +15,23 @@ import {
   firstLine,
   listenFailure,
   openStore,
+  StartupAborted,
   StartupFailure,
 } from "./process/startup.ts";
 import { wireServices } from "./services.ts";
+
+/** Replaced by the configured logger once the configuration is read. */
+let log: Logger = processLogger();
+
+/**
+ * Aborted by SIGTERM/SIGINT before the process is up: start-up stops waiting for the database.
+ * (Once serving, the shutdown steps take over; a signal during the other start-up steps is held
+ * until they are done, then acted on.)
+ */
+const startup = new AbortController();
+const abortStartup = (signal: NodeJS.Signals) => startup.abort(signal);
+process.once("SIGTERM", abortStartup);
+process.once("SIGINT", abortStartup);
 
 /**
  * The process: reads config, refuses what production must not run with, then either serves
@@ -29,9 +43,6 @@ import { wireServices } from "./services.ts";
  * Run it compiled: `npm start` (builds dist/ when src/ changed, then `exec node dist/server.js`),
  * or `node dist/server.js` as a container's command.
  */
-/** Replaced by the configured logger once the configuration is read. */
-let log: Logger = processLogger();
-
 async function main() {
   const index = workerIndex();
   let config: Config;
@@ -65,6 +76,7 @@ async function main() {
 
   if (config.workers > 1 && cluster.isPrimary) {
     await preflight(config, log);
+    if (startup.signal.aborted) throw new StartupAborted(String(startup.signal.reason));
     runPrimary({
       workers: config.workers,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
@@ -83,7 +95,7 @@ async function main() {
  */
 async function serve(config: Config, log: Logger, index: number | null) {
   const shutdown = installShutdown({ log, timeoutMs: config.shutdownTimeoutMs });
-  const store = await openStore(config, log);
+  const store = await openStore(config, log, startup.signal);
   const runsWatchers = index === null || index === 1;
   try {
     await migrate(store.db);
@@ -130,7 +142,7 @@ async function serve(config: Config, log: Logger, index: number | null) {
  * by every worker: the configuration's store is reachable and migrated, and the port is free.
  */
 async function preflight(config: Config, log: Logger) {
-  const store = await openStore(config, log);
+  const store = await openStore(config, log, startup.signal);
   try {
     await migrate(store.db);
   } catch (err) {
@@ -162,5 +174,9 @@ function fail(logger: Logger, err: unknown): never {
 try {
   await main();
 } catch (err) {
+  if (err instanceof StartupAborted) {
+    log.info({ signal: err.signal }, err.message);
+    process.exit(0);
+  }
   fail(log, err);
 }

@@ -64,7 +64,10 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const readiness: ReadinessProbe[] = [databaseProbe(db)];
   if (redis) readiness.push(redisProbe(rateLimiter));
   const metrics: Metrics = overrides.metrics ?? createMetrics({ version: VERSION });
-  const watchers = options.chainWatchers ? createChainWatchers(config, db, { metrics }) : null;
+  const signer = createSigner(signerKey);
+  const watchers = options.chainWatchers
+    ? createChainWatchers(config, db, { metrics, signer: signer.address })
+    : null;
   if (watchers) readiness.push(...watchers.probes);
   const feeOracle = overrides.feeOracle ?? chainFeeOracle(config, { now });
   readiness.push(...feeOracle.probes);
@@ -78,7 +81,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     rateLimiter,
     developerRateLimiter,
     authFailures,
-    signer: createSigner(signerKey),
+    signer,
     reservations: reservationBatcher(db, (size) => metrics.reservationBatch(size)),
     feeOracle,
     readiness,

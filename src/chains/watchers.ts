@@ -18,6 +18,7 @@ import { type ChainConfig, type Config, type EntryPointVersion, liveEntryPoints 
 import type { Db } from "../db/db.ts";
 import { type DepositWatcher, depositWatcher } from "../funding/deposit-watcher.ts";
 import { readDepositCoverage } from "../health/deposit-coverage.ts";
+import { paymasterIdentityProbe } from "../health/paymaster-identity.ts";
 import type { ReadinessProbe } from "../health/routes.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { paidTotals } from "../settlement/store.ts";
@@ -72,6 +73,8 @@ export type WatcherConfig = Pick<Config, "chains"> &
 
 export interface ChainWatcherOptions {
   metrics?: Metrics;
+  /** The address this instance signs with: readiness checks each paymaster's signer() against it. */
+  signer?: Address;
 }
 
 export function createChainWatchers(
@@ -94,7 +97,11 @@ export function createChainWatchers(
     const set = watchChain(chain, db, forward, leadershipFor(config, db, chain.chainId));
     chains.push(set);
     probes.push(
-      ...chainProbes(set, db, { metrics: options.metrics, warnPercent: config.depositWarnPercent ?? 100 }),
+      ...chainProbes(set, db, {
+        metrics: options.metrics,
+        warnPercent: config.depositWarnPercent ?? 100,
+        signer: options.signer,
+      }),
     );
   }
   const loopsOf = (set: ChainWatcherSet) => [...set.settlements.map((s) => s.loop), set.loops.deposits];
@@ -178,7 +185,7 @@ function watchChain(chain: ChainConfig, db: Db, log: WatcherLog, leadership: Lea
 function chainProbes(
   set: ChainWatcherSet,
   db: Db,
-  options: { metrics: Metrics | undefined; warnPercent: number },
+  options: { metrics: Metrics | undefined; warnPercent: number; signer: Address | undefined },
 ): ReadinessProbe[] {
   const { chainId, confirmations } = set.chain;
   const { metrics } = options;
@@ -217,6 +224,11 @@ function chainProbes(
     ...set.settlements.map((s) => unattributedProbe(db, chainId, s, metrics)),
     reorgProbe(db, chainId),
     depositProbe(db, client, set.chain, options),
+    ...(options.signer
+      ? set.settlements.map((pair) =>
+          paymasterIdentityProbe({ chainId, pair, client, signer: options.signer! }),
+        )
+      : []),
   ];
 }
 

@@ -67,14 +67,14 @@ export function acquireDataDirLock(dataDir: string, now: () => Date = () => new 
     if (createExclusive(path, holder)) return held(path, holder);
     const current = readHolder(path);
     if (current === "gone") continue;
-    if (current === "unreadable") {
+    if (current.holder === null) {
       // Created but not yet written (its holder is between open and write), or left so by a
       // crash right there. Young: someone is taking it now. Old: nobody will finish it.
       if (ageMs(path) < 5_000) throw new DataDirLocked(path, null);
     } else if (!isStale(current.holder)) {
       throw new DataDirLocked(path, current.holder);
     }
-    takeOver(path, current === "unreadable" ? null : current.text);
+    takeOver(path, current.text);
   }
   throw new DataDirLocked(path, null);
 }
@@ -108,8 +108,8 @@ function held(path: string, holder: LockHolder): DataDirLock {
     // Only our own lock: after a takeover (this process was judged gone) it is someone else's.
     const onDisk = readHolder(path);
     if (
-      typeof onDisk === "object" &&
-      onDisk.holder.pid === holder.pid &&
+      onDisk !== "gone" &&
+      onDisk.holder?.pid === holder.pid &&
       onDisk.holder.startedAt === holder.startedAt
     ) {
       removeFile(path);
@@ -125,7 +125,7 @@ function held(path: string, holder: LockHolder): DataDirLock {
  * slower one would remove the lock the faster one has just created. So removal happens under a
  * second O_EXCL file, and only if the lock still has the content that was judged stale.
  */
-function takeOver(path: string, staleText: string | null) {
+function takeOver(path: string, staleText: string) {
   const guard = `${path}.takeover`;
   let fd: number;
   try {
@@ -138,8 +138,7 @@ function takeOver(path: string, staleText: string | null) {
     return;
   }
   try {
-    const now = rawText(path);
-    if (now !== null && (staleText === null || now === staleText)) removeFile(path);
+    if (rawText(path) === staleText) removeFile(path);
   } finally {
     closeSync(fd);
     removeFile(guard);
@@ -177,7 +176,8 @@ function rawText(path: string): string | null {
   }
 }
 
-function readHolder(path: string): { holder: LockHolder; text: string } | "unreadable" | "gone" {
+/** The lock's holder and raw text; holder null when the text is not a holder (yet). */
+function readHolder(path: string): { holder: LockHolder | null; text: string } | "gone" {
   const text = rawText(path);
   if (text === null) return "gone";
   try {
@@ -192,7 +192,7 @@ function readHolder(path: string): { holder: LockHolder; text: string } | "unrea
   } catch {
     // Falls through.
   }
-  return "unreadable";
+  return { holder: null, text };
 }
 
 function removeFile(path: string) {

@@ -58,9 +58,29 @@ export interface Finding {
 export const MIN_UNSTAKE_DELAY_SEC = 86_400;
 
 export function judge(s: PaymasterState, x: Expectations): Finding[] {
+  const findings = judgeIdentity(s, x);
+  // No SponsorPaymaster there: nothing else to read.
+  if (!s.hasCode || s.entryPoint === null || s.signer === null) return findings;
+  findings.push(...judgeFunds(s, x));
+  const info = (text: string): Finding => ({ level: "info", text });
+  if (s.owner) findings.push(info(`owner ${s.owner}`));
+  if (s.pendingOwner && !same(s.pendingOwner, "0x0000000000000000000000000000000000000000")) {
+    findings.push(info(`ownership offered to ${s.pendingOwner}, not yet accepted`));
+  }
+  return findings;
+}
+
+/**
+ * Whether the contract can honour what the service signs: a SponsorPaymaster on the configured
+ * EntryPoint whose signer is the service's key. Readiness runs this part on every instance
+ * (health/paymaster-identity.ts); funds and stake are judged apart.
+ */
+export function judgeIdentity(
+  s: Omit<PaymasterState, "deposit" | "owner" | "pendingOwner">,
+  x: Pick<Expectations, "entryPoint" | "version" | "signer" | "signerSource">,
+): Finding[] {
   const ok = (text: string): Finding => ({ level: "ok", text });
   const fail = (text: string): Finding => ({ level: "fail", text });
-  const info = (text: string): Finding => ({ level: "info", text });
   if (!s.hasCode) return [fail(`no contract at ${s.paymaster}`)];
   if (s.entryPoint === null || s.signer === null) {
     return [fail(`${s.paymaster} does not answer entryPoint() and signer(): not a SponsorPaymaster`)];
@@ -74,11 +94,6 @@ export function judge(s: PaymasterState, x: Expectations): Finding[] {
         ),
   );
   findings.push(...judgeSigner(s, x));
-  findings.push(...judgeFunds(s, x));
-  if (s.owner) findings.push(info(`owner ${s.owner}`));
-  if (s.pendingOwner && !same(s.pendingOwner, "0x0000000000000000000000000000000000000000")) {
-    findings.push(info(`ownership offered to ${s.pendingOwner}, not yet accepted`));
-  }
   return findings;
 }
 
@@ -114,7 +129,10 @@ function judgeFunds(s: PaymasterState, x: Expectations): Finding[] {
   return findings;
 }
 
-function judgeSigner(s: PaymasterState, x: Expectations): Finding[] {
+function judgeSigner(
+  s: Pick<PaymasterState, "signer" | "previous" | "latestTimestampSec">,
+  x: Pick<Expectations, "signer" | "signerSource">,
+): Finding[] {
   const signer = s.signer!;
   const previous = s.previous;
   const inGrace = previous !== null && previous.validUntilSec >= s.latestTimestampSec;

@@ -24,6 +24,14 @@ export class StartupFailure extends Error {
   }
 }
 
+/** A stop signal arrived while start-up was waiting (for the database): not a failure. */
+export class StartupAborted extends Error {
+  constructor(readonly signal: string) {
+    super(`stopped by ${signal} before start-up finished`);
+    this.name = "StartupAborted";
+  }
+}
+
 /** Exit codes: 1 = could not start or stop cleanly (the environment), 2 = the configuration. */
 export const EXIT_FAILURE = 1;
 export const EXIT_CONFIG = 2;
@@ -44,9 +52,9 @@ type StoreConfig = Pick<Config, "databaseUrl" | "dataDir" | "dbLockTimeoutMs" | 
  * for DB_CONNECT_TIMEOUT_SEC while the server is unreachable (it may be starting alongside this
  * service); errors that waiting will not fix (a wrong password, a missing database) fail at once.
  */
-export async function openStore(config: StoreConfig, log: Logger): Promise<Store> {
+export async function openStore(config: StoreConfig, log: Logger, abort?: AbortSignal): Promise<Store> {
   if (config.databaseUrl) {
-    const db = await connectPostgres(config, log);
+    const db = await connectPostgres(config, log, abort);
     return { db, lock: null, close: () => db.close() };
   }
   let lock: DataDirLock | null = null;
@@ -90,7 +98,7 @@ export function retryDelayMs(attempt: number): number {
 
 const RETRYABLE = new Set(["connection", "shutdown", "too_many_connections"]);
 
-async function connectPostgres(config: StoreConfig, log: Logger): Promise<Db> {
+async function connectPostgres(config: StoreConfig, log: Logger, abort?: AbortSignal): Promise<Db> {
   const where = describeDatabaseUrl(config.databaseUrl!);
   const deadline = Date.now() + config.dbConnectTimeoutSec * 1000;
   for (let attempt = 0; ; attempt++) {
@@ -120,7 +128,12 @@ async function connectPostgres(config: StoreConfig, log: Logger): Promise<Db> {
         { database: where, attempt: attempt + 1, retryInMs: delay, err: cause },
         "database unreachable, retrying",
       );
-      await sleep(delay);
+      // A stop signal ends the wait at once: nothing is open yet.
+      try {
+        await sleep(delay, undefined, { signal: abort });
+      } catch {
+        throw new StartupAborted(String(abort?.reason ?? "a signal"));
+      }
     }
   }
 }

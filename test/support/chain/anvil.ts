@@ -1,5 +1,6 @@
 /**
- * A throwaway local chain: spawns the anvil binary installed by `@foundry-rs/anvil` on a free
+ * A throwaway local chain: spawns anvil (on Linux x64 the binary of `@foundry-rs/anvil-linux-amd64`,
+ * which `npm ci` installs; elsewhere ANVIL_BIN or the `anvil` on PATH, see the README) on a free
  * port and hands back viem clients bound to it. Used by the chain tests and `npm run demo`;
  * the service itself never starts a chain.
  */
@@ -7,7 +8,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
-import { dirname, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import {
   type Chain,
   createPublicClient,
@@ -104,10 +105,13 @@ export function devnetChain(chainId: number, rpcUrl: string): Chain {
 }
 
 /**
- * Prefers the platform binary itself over the `.bin/anvil` Node wrapper, so that stopping
- * the chain signals anvil directly instead of a wrapper that has to forward the signal.
+ * The anvil binary: ANVIL_BIN when set; else the platform package's binary (the lock file holds,
+ * with an integrity hash, only the platform packages the registry has: Linux x64); else an
+ * `anvil` on PATH (Foundry's installer, foundryup, on macOS and Linux arm64). The binary itself,
+ * never a Node wrapper, so that stopping the chain signals anvil directly.
  */
 function anvilBinary(): string {
+  if (process.env.ANVIL_BIN) return process.env.ANVIL_BIN;
   const require = createRequire(import.meta.url);
   const arch = process.arch === "x64" ? "amd64" : process.arch;
   const exe = process.platform === "win32" ? "anvil.exe" : "anvil";
@@ -116,9 +120,15 @@ function anvilBinary(): string {
     const binary = join(dirname(pkg), "bin", exe);
     if (existsSync(binary)) return binary;
   } catch {
-    // No platform package: fall through to the wrapper.
+    // No platform package for this machine: look on PATH.
   }
-  return join(dirname(require.resolve("@foundry-rs/anvil/package.json")), "bin.mjs");
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (dir && existsSync(join(dir, exe))) return join(dir, exe);
+  }
+  throw new Error(
+    `no anvil for ${process.platform}-${process.arch}: npm ci installs it on Linux x64 only; ` +
+      "install Foundry's anvil (foundryup) or set ANVIL_BIN to its path",
+  );
 }
 
 export function freePort(): Promise<number> {
