@@ -135,6 +135,8 @@ describe("database errors are classified in the db layer", () => {
       [e("sorry, too many clients already", "53300"), "too_many_connections"],
       [e("canceling statement due to lock timeout", "55P03"), "lock_timeout"],
       [e("canceling statement due to statement timeout", "57014"), "statement_timeout"],
+      [e("deadlock detected", "40P01"), "contention"],
+      [e("could not serialize access due to concurrent update", "40001"), "contention"],
       [e("PGlite is closed"), "closed"],
       [e("Cannot use a pool after calling end on the pool"), "closed"],
       [e('duplicate key value violates unique constraint "x"', "23505"), null],
@@ -144,6 +146,40 @@ describe("database errors are classified in the db layer", () => {
       ["not an error", null],
     ];
     for (const [err, reason] of cases) assert.equal(unavailableReason(err), reason, String(err));
+  });
+});
+
+describe("a deadlock on the real PostgreSQL is contention, retried, not a 500", () => {
+  // PGlite has one connection and cannot deadlock: both passes use the machine's PostgreSQL.
+  it("the driver's 40P01 is classified as contention", async () => {
+    const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+    const a = new pg.Client({ connectionString: url });
+    const b = new pg.Client({ connectionString: url });
+    await a.connect();
+    await b.connect();
+    const table = `deadlock_${process.pid}`;
+    try {
+      await a.query(`CREATE TABLE ${table} (id int PRIMARY KEY, n int)`);
+      await a.query(`INSERT INTO ${table} VALUES (1, 0), (2, 0)`);
+      await a.query("BEGIN");
+      await b.query("BEGIN");
+      await a.query(`UPDATE ${table} SET n = 1 WHERE id = 1`);
+      await b.query(`UPDATE ${table} SET n = 1 WHERE id = 2`);
+      const results = await Promise.allSettled([
+        a.query(`UPDATE ${table} SET n = 2 WHERE id = 2`),
+        b.query(`UPDATE ${table} SET n = 2 WHERE id = 1`),
+      ]);
+      const failed = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
+      assert.equal(failed.length, 1, "PostgreSQL breaks the deadlock by aborting one side");
+      assert.equal((failed[0]!.reason as { code?: string }).code, "40P01");
+      assert.equal(unavailableReason(failed[0]!.reason), "contention");
+    } finally {
+      await a.query("ROLLBACK").catch(() => {});
+      await b.query("ROLLBACK").catch(() => {});
+      await a.query(`DROP TABLE IF EXISTS ${table}`).catch(() => {});
+      await a.end();
+      await b.end();
+    }
   });
 });
 

@@ -17,6 +17,11 @@ export type UnavailableReason =
   | "lock_timeout"
   /** A statement ran past statement_timeout (or was cancelled). */
   | "statement_timeout"
+  /**
+   * The server rolled the transaction back to break a deadlock or a serialization conflict with
+   * another transaction: nothing of it was applied, and the same request succeeds when retried.
+   */
+  | "contention"
   /** This process's own handle on the store is closed (PGlite closed, pool ended). */
   | "closed";
 
@@ -51,6 +56,8 @@ const SQLSTATES: Record<string, UnavailableReason> = {
   "53300": "too_many_connections",
   "55P03": "lock_timeout", // lock_not_available
   "57014": "statement_timeout", // query_canceled
+  "40P01": "contention", // deadlock_detected
+  "40001": "contention", // serialization_failure
 };
 
 // Node socket errors seen while connecting to or talking with the server.

@@ -33,15 +33,17 @@ export function sendProblem(
   code: ErrorCode,
   detail: string,
   headers: Record<string, string> = {},
+  extensions: { ruleId?: string } = {},
 ) {
-  const body = problemBody(code, detail, String(reply.request.id));
+  const body = { ...problemBody(code, detail, String(reply.request.id)), ...extensions };
   return reply.code(body.status).headers(headers).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 
 /** One place turns every failure into problem+json; 5xx bodies never carry internals. */
 export function installErrorHandling(app: FastifyInstance) {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    if (err instanceof ApiError) return sendProblem(reply, err.code, err.message, err.headers);
+    if (err instanceof ApiError)
+      return sendProblem(reply, err.code, err.message, err.headers, err.extensions);
     if (err.validation) {
       const where = err.validationContext ?? "request";
       return sendProblem(reply, "invalid_request", `${where}${describeValidation(err)}`);
@@ -86,10 +88,13 @@ export function installErrorHandling(app: FastifyInstance) {
 
 /**
  * When a request refused for an unavailable database is worth trying again: a lock or statement
- * timeout is contention that clears in about a second; a lost server takes a few to come back.
+ * timeout, a deadlock or a serialization conflict is contention that clears in about a second; a
+ * lost server takes a few to come back.
  */
 export function retryAfterSec(err: DatabaseUnavailable): number {
-  return err.reason === "lock_timeout" || err.reason === "statement_timeout" ? 1 : 3;
+  return err.reason === "lock_timeout" || err.reason === "statement_timeout" || err.reason === "contention"
+    ? 1
+    : 3;
 }
 
 function describeValidation(err: FastifyError): string {
