@@ -603,13 +603,31 @@ describe("cluster mode (WORKERS=2)", () => {
 
       // Both workers answer on the one port.
       const served = new Set<unknown>();
+      let healthRequests = 1; // waitReady's
       for (let i = 0; i < 40 && served.size < 2; i++) {
+        healthRequests++;
         const res = await fetch(`${primary.baseUrl}/health`, { headers: { connection: "close" } });
         await res.arrayBuffer();
         assert.equal(res.status, 200);
         for (const l of primary.lines) if (l.msg === "request completed") served.add(l.pid);
       }
       assert.deepEqual([...served].sort(), [w1.pid, w2.pid].sort());
+
+      // /metrics answers for the whole cluster, whichever worker the scrape reaches: the /health
+      // requests both workers served are added up (each worker alone counted only its share).
+      for (let i = 0; i < 2; i++) {
+        const scrape = await fetch(`${primary.baseUrl}/metrics`, { headers: { connection: "close" } });
+        assert.equal(scrape.status, 200);
+        const text = await scrape.text();
+        const counted = [
+          ...text.matchAll(
+            /^gss_http_requests_total\{[^}]*route="\/health"[^}]*status_code="200"[^}]*\} (\d+)$/gm,
+          ),
+        ].reduce((sum, m) => sum + Number(m[1]), 0);
+        // At least: a health poll of waitReady that timed out may still have been answered.
+        assert.ok(counted >= healthRequests, `${counted} /health requests counted, ${healthRequests} made`);
+        assert.doesNotMatch(text, /primary did not answer/);
+      }
 
       // A worker that dies is replaced, under the same index.
       process.kill(w2.pid as number, "SIGKILL");

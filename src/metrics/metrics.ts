@@ -8,8 +8,10 @@
  * string: about 15 significant digits, ample for graphs and alerts. They are never read back:
  * the ledger and the parity reports keep exact wei.
  */
+import cluster from "node:cluster";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { formatEther } from "viem";
+import { clusterMetricsClient } from "./cluster.ts";
 
 /** The state of a readiness check as a number, for alerting: 0 ok, 1 degraded, 2 down. */
 export const CHECK_STATUS_VALUE = { ok: 0, degraded: 1, down: 2 } as const;
@@ -37,6 +39,12 @@ export interface Metrics {
   readinessCheck(check: string, status: keyof typeof CHECK_STATUS_VALUE): void;
   /** The text exposition: this service's metrics, then the process's. */
   exposition(): Promise<string>;
+  /**
+   * The same, as prom-client's JSON, for a cluster's primary to add up (metrics/cluster.ts).
+   * Counters and histograms are summed over the workers; gauges, which describe the chains and
+   * the store every worker sees alike, take the largest (the worst, for readiness and coverage).
+   */
+  snapshot(): Promise<unknown[]>;
 }
 
 /** Wei as float ether for a gauge: exact decimal string first, so the only rounding is float64's. */
@@ -55,10 +63,15 @@ function processMetrics(): Registry {
   return processRegistry;
 }
 
-export function createMetrics(options: { version: string }): Metrics {
+/**
+ * @param options.clusterWorker this process is a cluster worker: /metrics answers the whole
+ *   cluster's metrics, added up by the primary (metrics/cluster.ts). Default: `cluster.isWorker`.
+ */
+export function createMetrics(options: { version: string; clusterWorker?: boolean }): Metrics {
   const registry = new Registry();
   const registers = [registry];
   new Gauge({
+    aggregator: "first",
     name: "gss_build_info",
     help: "The running version (always 1)",
     labelNames: ["version"],
@@ -90,52 +103,66 @@ export function createMetrics(options: { version: string }): Metrics {
     registers,
   });
   const lag = new Gauge({
+    aggregator: "max",
     name: "gss_watcher_lag_blocks",
     help: "Blocks between a chain watcher's cursor and the chain's confirmed head",
     labelNames: ["chain_id", "watcher"],
     registers,
   });
   const leader = new Gauge({
+    aggregator: "max",
     name: "gss_watcher_leader",
     help: "1 when this instance runs the chain's watchers, 0 when another instance does",
     labelNames: ["chain_id"],
     registers,
   });
   const unattributed = new Gauge({
+    aggregator: "max",
     name: "gss_unattributed_spend_ether",
     help: "What a paymaster paid on chain that no gas tank was charged for (ether: 1e18 wei of the native token)",
     labelNames: ["chain_id", "entry_point"],
     registers,
   });
   const deposit = new Gauge({
+    aggregator: "max",
     name: "gss_paymaster_deposit_ether",
     help: "The paymaster's deposit in its EntryPoint (ether: 1e18 wei of the native token)",
     labelNames: ["chain_id", "entry_point"],
     registers,
   });
   const tanks = new Gauge({
+    aggregator: "max",
     name: "gss_gas_tanks_ether",
     help: "The sum of every project's gas tank balance (ether)",
     registers,
   });
   const reservations = new Gauge({
+    aggregator: "max",
     name: "gss_open_reservations_ether",
     help: "Reservations of authorizations not yet settled or released on the chain (ether)",
     labelNames: ["chain_id"],
     registers,
   });
   const coverage = new Gauge({
+    aggregator: "max",
     name: "gss_paymaster_deposit_coverage",
     help: "The paymasters' deposits against what they must pay: 0 ok, 1 low (below open reservations + the warn share of the tanks), 2 short (a paymaster cannot pay its open reservations), -1 unknown",
     labelNames: ["chain_id"],
     registers,
   });
   const readiness = new Gauge({
+    aggregator: "max",
     name: "gss_readiness_check_status",
     help: "Each readiness check of /health/ready: 0 ok, 1 degraded, 2 down",
     labelNames: ["check"],
     registers,
   });
+
+  const snapshot = async () => [
+    ...(await registry.getMetricsAsJSON()),
+    ...(await processMetrics().getMetricsAsJSON()),
+  ];
+  const clusterClient = (options.clusterWorker ?? cluster.isWorker) ? clusterMetricsClient(snapshot) : null;
 
   return {
     contentType: registry.contentType,
@@ -163,10 +190,18 @@ export function createMetrics(options: { version: string }): Metrics {
     openReservations: (chainId, wei) => reservations.set({ chain_id: String(chainId) }, weiToEther(wei)),
     depositCoverage: (chainId, state) => coverage.set({ chain_id: String(chainId) }, COVERAGE_VALUE[state]),
     readinessCheck: (check, status) => readiness.set({ check }, CHECK_STATUS_VALUE[status]),
+    snapshot,
     async exposition() {
+      if (clusterClient) {
+        const whole = await clusterClient.exposition();
+        if (whole) return whole.text;
+      }
       const own = await registry.metrics();
       const process = await processMetrics().metrics();
-      return `${own.trimEnd()}\n\n${process.trimEnd()}\n`;
+      const note = clusterClient
+        ? "# the cluster's primary did not answer: this worker's metrics only\n"
+        : "";
+      return `${note}${own.trimEnd()}\n\n${process.trimEnd()}\n`;
     },
   };
 }

@@ -1,5 +1,6 @@
 import cluster, { type Worker } from "node:cluster";
 import type { Logger } from "pino";
+import { servePrimaryMetrics } from "../metrics/cluster.ts";
 import { EXIT_FAILURE } from "./startup.ts";
 
 /**
@@ -14,6 +15,8 @@ import { EXIT_FAILURE } from "./startup.ts";
  * - SIGTERM or SIGINT: the primary sends SIGTERM to every worker, each drains as a single process
  *   does, and the primary exits 0 when all exited 0; 1 if any did not, or if they are not all
  *   gone within SHUTDOWN_TIMEOUT_MS (plus a second for the message to travel), then SIGKILLed.
+ *
+ * - /metrics, whichever worker a scrape reaches, is the sum over the workers (metrics/cluster.ts).
  *
  * Worker i is started with GSS_WORKER_INDEX=i (1-based) and a replacement gets the index of the
  * worker it replaces, so "worker 1" always exists: it alone starts the chain watchers.
@@ -59,6 +62,8 @@ export function runPrimary({
   exit = (code) => process.exit(code),
 }: PrimaryOptions): void {
   if (exec) cluster.setupPrimary({ exec });
+  // A scrape reaching any worker answers for all of them.
+  servePrimaryMetrics();
   const slots: Slot[] = Array.from({ length: workers }, (_, i) => ({
     index: i + 1,
     worker: null,
