@@ -9,6 +9,7 @@ import { benchDatabase } from "./database.ts";
 import { type LoadResult, runLoad } from "./load.ts";
 import { type Child, REPO_ROOT, startChild, storeCpuSince, storeCpuSnapshot } from "./processes.ts";
 import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } from "./seed.ts";
+import { ownerCall, startBenchReceiver } from "./webhooks.ts";
 
 /**
  * `npm run bench`: the authorize endpoint under load over real HTTP, against the floor of what
@@ -27,7 +28,8 @@ import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } f
  *   BENCH_LOG_LEVEL (the service's LOG_LEVEL, default info as shipped), BENCH_SKIP_FLOOR,
  *   BENCH_NODE_OPTIONS (extra node flags for the children, e.g. "--cpu-prof"),
  *   BENCH_KEEP (keep the temporary data directory and logs), BENCH_JSON (write results there),
- *   BENCH_FRESH_DB=0 (use DATABASE_URL's database itself instead of a fresh one beside it).
+ *   BENCH_FRESH_DB=0 (use DATABASE_URL's database itself instead of a fresh one beside it),
+ *   BENCH_SKIP_WEBHOOKS (skip the webhook scenarios: events subscribed, then an approval webhook).
  */
 
 const USERS = 1_000;
@@ -131,6 +133,9 @@ async function main() {
           }
         }
       }
+      if (!process.env.BENCH_SKIP_WEBHOOKS) {
+        rows.push(...(await webhookScenarios(service, seeded, dataDir, runId, distinct)));
+      }
     } finally {
       await service.stop();
       await cluster?.stop();
@@ -171,6 +176,49 @@ async function main() {
     else rmSync(dataDir, { recursive: true, force: true });
     await database?.drop().catch((err) => console.error(`could not drop the bench database: ${err}`));
   }
+}
+
+/**
+ * Issue 11 on the hot path, on the single process: the same load with a webhook endpoint
+ * subscribed to `sponsorship.sponsored` (every reservation then writes an outbox event and a
+ * delivery in its transaction, and the worker delivers them meanwhile), then with an approval
+ * webhook too (every authorization waits for a receiver in this process). Compare with
+ * "authorize, 1,000 users": the triggers' cost when a project has no webhook is in that row.
+ */
+async function webhookScenarios(
+  service: Child,
+  seeded: Seeded,
+  dataDir: string,
+  runId: string,
+  distinct: string[],
+) {
+  const receiver = await startBenchReceiver();
+  const out: Row[] = [];
+  const call = (method: string, path: string, body: unknown) =>
+    ownerCall(service.baseUrl, dataDir, runId, method, path, body);
+  try {
+    await call("POST", `/projects/${seeded.projectId}/webhooks`, {
+      url: `${receiver.url}/events`,
+      eventTypes: ["sponsorship.sponsored"],
+    });
+    for (const connections of connectionCounts) {
+      out.push(await scenario("authorize, events subscribed", service, seeded.apiKey, distinct, connections));
+    }
+    await call("PUT", `/projects/${seeded.projectId}/approval-webhook`, {
+      url: `${receiver.url}/approve`,
+      timeoutMs: 2000,
+      failMode: "closed",
+    });
+    for (const connections of connectionCounts) {
+      out.push(await scenario("authorize + approval webhook", service, seeded.apiKey, distinct, connections));
+    }
+    console.log(
+      `webhook receiver (in the bench process): ${receiver.approvals} approval requests answered, ${receiver.events} events delivered during the run`,
+    );
+  } finally {
+    await receiver.close();
+  }
+  return out;
 }
 
 /**

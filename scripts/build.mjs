@@ -29,7 +29,11 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const DIST = join(ROOT, "dist");
 const STAMP = join(DIST, ".build-hash");
 /** Runtime files that are not TypeScript, copied beside the compiled code (same relative path). */
-const ASSETS = [{ from: "src/db/migrations", ext: ".sql" }];
+const ASSETS = [
+  { from: "src/db/migrations", ext: [".sql"] },
+  // The web dashboard's static files (plain ES modules, HTML, CSS: no build step of their own).
+  { from: "src/dashboard/public", ext: [".html", ".js", ".css", ".svg"] },
+];
 const INPUTS = ["tsconfig.json", "tsconfig.build.json", "package.json"];
 
 const ifStale = process.argv.includes("--if-stale");
@@ -39,7 +43,7 @@ function sourceFiles(dir) {
     .flatMap((e) => {
       const path = join(dir, e.name);
       if (e.isDirectory()) return sourceFiles(path);
-      return /\.(ts|sql)$/.test(e.name) && !e.name.endsWith(".test.ts") ? [path] : [];
+      return /\.(ts|sql|html|js|css|svg)$/.test(e.name) && !e.name.endsWith(".test.ts") ? [path] : [];
     })
     .sort();
 }
@@ -102,7 +106,7 @@ function build(hash) {
     const target = join(staging, relative("src", asset.from));
     mkdirSync(target, { recursive: true });
     for (const name of readdirSync(join(ROOT, asset.from))) {
-      if (name.endsWith(asset.ext)) copyFileSync(join(ROOT, asset.from, name), join(target, name));
+      if (asset.ext.some((ext) => name.endsWith(ext))) copyFileSync(join(ROOT, asset.from, name), join(target, name));
     }
   }
   const typed = result.status === 0;

@@ -7,6 +7,7 @@ import { analyticsRoutes } from "./analytics/routes.ts";
 import { apiKeyRoutes } from "./api-keys/routes.ts";
 import { chainRoutes } from "./chains/routes.ts";
 import type { Services } from "./context.ts";
+import { dashboardRoutes, stripSignInCallback } from "./dashboard/routes.ts";
 import { fundingRoutes } from "./funding/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
 import { clientErrorHandler, installServerEvents } from "./http/client-errors.ts";
@@ -15,14 +16,17 @@ import { documentRoute } from "./http/openapi.ts";
 import { Problem } from "./http/problem.ts";
 import { validatorCompiler } from "./http/validation.ts";
 import { installAuthentication } from "./identity/authenticate.ts";
+import { devSignInRoutes } from "./identity/dev-signin.ts";
 import { parityRoutes } from "./ledger/routes.ts";
 import { installRequestObservability, requestIdOf, trustProxyOption } from "./metrics/http.ts";
 import { orgRoutes } from "./orgs/routes.ts";
+import { policyRoutes } from "./policies/routes.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { rpcRoutes } from "./rpc/routes.ts";
 import { stripUrlKey } from "./rpc/url-key.ts";
 import { settlementRoutes } from "./settlement/routes.ts";
 import { sponsorRoutes } from "./sponsor/routes.ts";
+import { webhookRoutes } from "./webhooks/routes.ts";
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
@@ -33,10 +37,19 @@ const API_TAGS = [
   { name: "projects", description: "Projects: settings, the gas tank balance." },
   { name: "api keys", description: "A project's API keys; the full key is shown once." },
   { name: "allowlist", description: "The (contract, function) pairs a project sponsors." },
+  {
+    name: "policies",
+    description: "A project's sponsorship rules: caps per sender and project, campaign, sender lists.",
+  },
   { name: "funding", description: "Deposit addresses that fund a project's gas tank." },
   { name: "analytics", description: "What a project sponsored: totals and events." },
   { name: "funds parity", description: "Proof that cached balances equal the ledger." },
   { name: "sponsorship", description: "Authorizing sponsored user operations: REST and ERC-7677." },
+  {
+    name: "webhooks",
+    description: "Event webhooks, their delivery log, the approval webhook, balance alerts.",
+  },
+  { name: "dashboard", description: "The web dashboard's files and its development sign-in." },
 ];
 
 export interface AppOptions {
@@ -66,7 +79,8 @@ export async function buildApp({
     return503OnClosing: false,
     routerOptions: { maxParamLength: 200, ignoreTrailingSlash: true },
     // API keys carried in URLs (?apikey=, for EIP-5792 wallets) leave the URL before anything logs it.
-    rewriteUrl: (req) => stripUrlKey(req),
+    // So are the sign-in code and state the identity provider sends the dashboard back with.
+    rewriteUrl: (req) => stripSignInCallback(stripUrlKey(req)),
     // Every refusal is problem+json, including those raised before a route is chosen (a bad
     // URL, a long path segment), by Node's HTTP parser, and for a missing Host (Node's own
     // answer would be a bare 400; installErrorHandling refuses it instead).
@@ -138,12 +152,16 @@ export async function buildApp({
     projectRoutes,
     apiKeyRoutes,
     allowlistRoutes,
+    policyRoutes,
     fundingRoutes,
     analyticsRoutes,
     parityRoutes,
     settlementRoutes,
     sponsorRoutes,
     rpcRoutes,
+    webhookRoutes,
+    devSignInRoutes,
+    dashboardRoutes,
   ]) {
     await app.register(routes, { services });
   }

@@ -62,6 +62,22 @@ export interface OidcConfig {
   jwksUrl: string;
 }
 
+/** How the web dashboard (src/dashboard/) signs developers in. */
+export interface DashboardConfig {
+  /**
+   * The dashboard's client id at the identity provider (a public client: authorization code with
+   * PKCE from the browser); null: the dashboard offers no provider sign-in.
+   */
+  oidcClientId: string | null;
+  /** Scopes the dashboard asks the provider for. */
+  oidcScope: string;
+  /**
+   * Who may use the development sign-in (POST /auth/dev-token, only with the local issuer and
+   * never in production): `loopback` clients only, `any` client, or `off`.
+   */
+  devSignIn: "loopback" | "any" | "off";
+}
+
 export interface Config {
   env: "development" | "production" | "test";
   port: number;
@@ -71,6 +87,7 @@ export interface Config {
   redisUrl: string | null;
   signerPrivateKey: Hex | null;
   oidc: OidcConfig | null;
+  dashboard: DashboardConfig;
   depositXpub: string | null;
   chains: ChainConfig[];
   logLevel: string;
@@ -124,6 +141,22 @@ export interface Config {
   allowInsecureDefaults: boolean;
   /** HTTP worker processes (node:cluster); 1 = a single process, no cluster. WORKERS=auto is one per core. */
   workers: number;
+  // Webhooks (src/webhooks/): event delivery from the outbox.
+  /** Bound on one delivery attempt (connect, send, answer). */
+  webhookTimeoutMs: number;
+  /** Attempts per delivery, the first included, before it is marked failed. */
+  webhookMaxAttempts: number;
+  /** The delay after a first failed attempt; it doubles with each further one (jittered, at most 6 h). */
+  webhookRetryBaseMs: number;
+  /** How often the delivery worker looks for due deliveries when idle. */
+  webhookPollIntervalMs: number;
+  // Upkeep (src/retention/maintenance.ts): replay retention and ledger checkpoints.
+  /** Between two passes of the upkeep job; 0 disables it. */
+  maintenanceIntervalMs: number;
+  /** Sponsorships whose expired replay is forgotten per batch (one short transaction each). */
+  retentionBatchSize: number;
+  /** New ledger entries after a project's latest checkpoint that call for the next one. */
+  checkpointEveryEntries: number;
 }
 
 export class ConfigError extends Error {}
@@ -165,6 +198,14 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: read("REDIS_URL", url(["redis:", "rediss:"]), null),
     signerPrivateKey: read("SIGNER_PRIVATE_KEY", privateKey, null),
     oidc: readOidc(env, problems),
+    dashboard: {
+      oidcClientId: read("DASHBOARD_OIDC_CLIENT_ID", (v) => printable(v, 256), null),
+      oidcScope: read("DASHBOARD_OIDC_SCOPE", (v) => printable(v, 512, true), "openid email profile"),
+      devSignIn: read("DASHBOARD_DEV_SIGNIN", (v) => oneOf(v, ["loopback", "any", "off"]), "loopback") as
+        | "loopback"
+        | "any"
+        | "off",
+    },
     depositXpub: read("DEPOSIT_XPUB", xpub, null),
     chains: BUILT_IN_CHAINS.map((c) => readChain(c, read, problems)),
     logLevel: read("LOG_LEVEL", (v) => oneOf(v, LOG_LEVELS), "info"),
@@ -185,6 +226,13 @@ export function loadConfig(env: Env = process.env): Config {
     dbConnectTimeoutSec: read("DB_CONNECT_TIMEOUT_SEC", (v) => intIn(v, 0, 3600), 30),
     allowInsecureDefaults: read("ALLOW_INSECURE_DEFAULTS", boolean, false),
     workers: read("WORKERS", workerCount, 1),
+    webhookTimeoutMs: read("WEBHOOK_TIMEOUT_MS", (v) => intIn(v, 100, 30_000), 10_000),
+    webhookMaxAttempts: read("WEBHOOK_MAX_ATTEMPTS", (v) => intIn(v, 1, 30), 15),
+    webhookRetryBaseMs: read("WEBHOOK_RETRY_BASE_MS", (v) => intIn(v, 10, 3_600_000), 10_000),
+    webhookPollIntervalMs: read("WEBHOOK_POLL_INTERVAL_MS", (v) => intIn(v, 50, 60_000), 1000),
+    maintenanceIntervalMs: read("MAINTENANCE_INTERVAL_MS", (v) => intIn(v, 0, 3_600_000), 60_000),
+    retentionBatchSize: read("RETENTION_BATCH_SIZE", (v) => intIn(v, 1, 100_000), 1000),
+    checkpointEveryEntries: read("CHECKPOINT_EVERY_ENTRIES", (v) => intIn(v, 1, 10_000_000), 10_000),
   };
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
@@ -311,6 +359,15 @@ function emailList(v: string): string[] {
   for (const e of emails)
     if (!/^[^\s@]+@[^\s@]+$/.test(e)) throw new Error("must be a comma-separated list of emails");
   return emails;
+}
+
+/** Printable ASCII up to `max` characters (spaces only where `spaces`): safe to send to a browser. */
+function printable(v: string, max: number, spaces = false): string {
+  const pattern = spaces ? /^[ -~]+$/ : /^[!-~]+$/;
+  if (!pattern.test(v) || v.length > max) {
+    throw new Error(`must be at most ${max} printable ASCII characters${spaces ? "" : " without spaces"}`);
+  }
+  return v;
 }
 
 function oneOf(v: string, allowed: string[]): string {

@@ -11,6 +11,7 @@ import type { Metrics } from "./metrics/metrics.ts";
 import type { AuthFailureLimiter } from "./rate-limits/failed-auth.ts";
 import type { RateLimiter } from "./rate-limits/limiter.ts";
 import type { Signer } from "./sponsor/signer.ts";
+import type { ApprovalGate } from "./webhooks/approval.ts";
 
 /** Everything the routes need, wired once in services.ts and passed explicitly. */
 export interface Services {
@@ -33,6 +34,8 @@ export interface Services {
   readiness: ReadinessProbe[];
   /** Prometheus metrics of this instance (GET /metrics). */
   metrics: Metrics;
+  /** Projects' approval webhooks, asked before a sponsorship is signed (settings cached). */
+  approvals: ApprovalGate;
   /** Milliseconds since the epoch; tests may move it. */
   now: () => number;
 }

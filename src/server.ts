@@ -134,6 +134,10 @@ async function serve(config: Config, log: Logger, index: number | null) {
   );
   // After listen, so the first ticks do not delay the port opening; wired.close() stops them.
   if (runsWatchers) wired.watchers?.start(log.child({ component: "chain-watcher" }));
+  // Every instance delivers webhooks: claims never overlap (webhooks/deliveries.ts).
+  wired.webhooks.start(log.child({ component: "webhooks" }));
+  // Every instance runs the upkeep too: its batches skip rows another instance holds.
+  wired.maintenance.start(log.child({ component: "maintenance" }));
   shutdown.ready();
 }
 

@@ -15,8 +15,11 @@ import { reservationBatcher } from "./ledger/batcher.ts";
 import { createMetrics, type Metrics } from "./metrics/metrics.ts";
 import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
+import { type Maintenance, maintenance } from "./retention/maintenance.ts";
 import { loadOrCreateSecret } from "./secrets.ts";
 import { createSigner } from "./sponsor/signer.ts";
+import { approvalGate } from "./webhooks/approval.ts";
+import { type WebhookWorker, webhookWorker } from "./webhooks/worker.ts";
 
 export const VERSION: string = JSON.parse(
   readFileSync(new URL("../package.json", import.meta.url), "utf8"),
@@ -26,6 +29,10 @@ export interface Wired {
   services: Services;
   /** The chain watchers, when asked for (server.ts starts them after listening); null otherwise. */
   watchers: ChainWatchers | null;
+  /** The webhook delivery worker; server.ts starts it, tests drive it (drain) or start it. */
+  webhooks: WebhookWorker;
+  /** Replay retention and ledger checkpoints; server.ts starts it, tests call pass(). */
+  maintenance: Maintenance;
   /** Closes what wiring opened (Redis, timers); the database is the caller's. */
   close(): Promise<void>;
 }
@@ -86,13 +93,33 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     feeOracle,
     readiness,
     metrics,
+    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now }),
     now,
     ...overrides,
   };
+  const webhooks = webhookWorker(db, {
+    retry: {
+      baseDelayMs: config.webhookRetryBaseMs,
+      maxDelayMs: WEBHOOK_MAX_RETRY_DELAY_MS,
+      maxAttempts: config.webhookMaxAttempts,
+    },
+    timeoutMs: config.webhookTimeoutMs,
+    pollIntervalMs: config.webhookPollIntervalMs,
+  });
+  const upkeep = maintenance(db, {
+    intervalMs: config.maintenanceIntervalMs,
+    batchSize: config.retentionBatchSize,
+    checkpointEvery: config.checkpointEveryEntries,
+    now,
+  });
   return {
     services,
     watchers,
+    webhooks,
+    maintenance: upkeep,
     async close() {
+      await upkeep.stop();
+      await webhooks.stop();
       await watchers?.stop();
       await feeOracle.stop();
       await apiKeys.close();
@@ -100,6 +127,9 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     },
   };
 }
+
+/** The longest wait between two attempts of a webhook delivery. */
+const WEBHOOK_MAX_RETRY_DELAY_MS = 6 * 3600 * 1000;
 
 function connectRedis(url: string): Redis {
   const redis = new Redis(url, {

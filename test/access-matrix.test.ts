@@ -100,7 +100,7 @@ after(() => t.close());
 interface RouteCase {
   name: string;
   request: () => {
-    method: "GET" | "POST" | "PATCH" | "DELETE";
+    method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
     url: string;
     payload?: Record<string, unknown>;
   };
@@ -116,6 +116,22 @@ const ensureEntry = async () => {
     token: creds.owner,
     payload: { targetContract: GAME, functionSelector: "0x12345678" },
   });
+};
+
+const RULE = { kind: "sender_count_cap", maxOperations: 5, window: "day" };
+const ensureRule = async () => {
+  await t.request({ method: "PUT", url: "/projects/mxp/policies/matrix", token: creds.owner, payload: RULE });
+};
+const dropRule = async () => {
+  await t.request({ method: "DELETE", url: "/projects/mxp/policies/matrix", token: creds.owner });
+};
+const CHECK_BODY = {
+  projectId: "mxp",
+  user: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+  target: GAME,
+  selector: "0xa0712d68",
+  estimatedGas: 100_000,
+  chainId: 14601,
 };
 
 const ROUTES: RouteCase[] = [
@@ -278,6 +294,40 @@ const ROUTES: RouteCase[] = [
     name: "GET /projects/:id/analytics/events",
     request: () => ({ method: "GET", url: "/projects/mxp/analytics/events" }),
     expect: READ_PROJECT,
+  },
+  {
+    name: "GET /projects/:id/analytics/senders",
+    request: () => ({ method: "GET", url: "/projects/mxp/analytics/senders" }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "GET /projects/:id/policies",
+    request: () => ({ method: "GET", url: "/projects/mxp/policies" }),
+    expect: READ_PROJECT,
+  },
+  {
+    // Policies are changed by whoever may change the allowlist.
+    name: "PUT /projects/:id/policies/:ruleId",
+    setup: dropRule,
+    request: () => ({ method: "PUT", url: "/projects/mxp/policies/matrix", payload: RULE }),
+    expect: row([201, 201, 201, 403, 404, 403, 403, 201, 401]),
+  },
+  {
+    name: "DELETE /projects/:id/policies/:ruleId",
+    setup: ensureRule,
+    request: () => ({ method: "DELETE", url: "/projects/mxp/policies/matrix" }),
+    expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
+  },
+  {
+    name: "GET /projects/:id/policies/:ruleId/usage",
+    setup: ensureRule,
+    request: () => ({ method: "GET", url: "/projects/mxp/policies/matrix/usage" }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "POST /sponsor/check",
+    request: () => ({ method: "POST", url: "/sponsor/check", payload: CHECK_BODY }),
+    expect: row([401, 401, 401, 401, 401, 200, 403, 403, 401]),
   },
   {
     name: "GET /projects/:id/funds/parity",

@@ -1,8 +1,9 @@
 import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
-import { bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
-import { events, overview } from "./store.ts";
+import { ApiError, invalid } from "../http/problem.ts";
+import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { decodeCursor, events, overview, topSenders } from "./store.ts";
 
 const Overview = Type.Object({
   totalSponsored: Type.Integer({ description: "Operations settled on chain (success or reverted)" }),
@@ -47,26 +48,105 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
   );
 
   app.get(
+    "/projects/:id/analytics/senders",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Top senders by settled operations or by their actual cost",
+        params: ProjectParams,
+        querystring: Type.Object(
+          {
+            by: Type.Union([Type.Literal("operations"), Type.Literal("cost")], { default: "operations" }),
+            limit: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: responses({
+          200: Type.Object({
+            senders: Type.Array(
+              Type.Object({
+                sender: Type.String(),
+                operations: Type.Integer({
+                  description: "Operations settled on chain (success or reverted)",
+                }),
+                costWei: Wei,
+                pending: Type.Integer({ description: "Authorizations not yet settled or released" }),
+              }),
+            ),
+          }),
+        }),
+      },
+    },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "project:read");
+      const { by, limit } = request.query;
+      return { senders: await topSenders(db, request.params.id, by, limit) };
+    },
+  );
+
+  app.get(
     "/projects/:id/analytics/events",
     {
       schema: {
         tags,
         security: bearer,
-        summary: "Sponsorship events, newest first",
+        summary: "Sponsorship events, newest first, by offset or by cursor, optionally filtered",
+        description:
+          "Pages by `offset` (at most 1,000,000, read through an index of ids) or by `cursor`: each page that " +
+          "has more after it carries `nextCursor`; pass it back as `cursor` (with the same filters) for the next " +
+          "page, which costs the same at any depth. `total` counts every event of the project, or those with the " +
+          "`status` filter; with a `sender`, `target` or time filter it counts matches up to 10,000 and then " +
+          "answers 10,000 with `totalCapped: true`. `from` is inclusive, `to` exclusive, on `created_at`.",
         params: ProjectParams,
         querystring: Type.Object(
           {
             limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
             offset: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 0 }),
+            cursor: Type.Optional(
+              Type.String({
+                maxLength: 64,
+                description: "`nextCursor` of the previous page; not with offset",
+              }),
+            ),
+            status: Type.Optional(Status),
+            sender: Type.Optional(Address),
+            target: Type.Optional(Address),
+            from: Type.Optional(Type.String({ format: "date-time", description: "created_at at or after" })),
+            to: Type.Optional(Type.String({ format: "date-time", description: "created_at before" })),
           },
           { additionalProperties: false },
         ),
-        response: responses({ 200: Type.Object({ events: Type.Array(Event), total: Type.Integer() }) }),
+        response: responses({
+          200: Type.Object({
+            events: Type.Array(Event),
+            total: Type.Integer(),
+            totalCapped: Type.Optional(
+              Type.Literal(true, { description: "Present when a filtered total stopped counting at 10,000" }),
+            ),
+            nextCursor: Type.Optional(
+              Type.String({ description: "Present when more events follow: the `cursor` of the next page" }),
+            ),
+          }),
+        }),
       },
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      return events(db, request.params.id, request.query.limit, request.query.offset);
+      const { limit, offset, cursor, status, sender, target, from, to } = request.query;
+      let afterId: number | null = null;
+      if (cursor !== undefined) {
+        if (offset > 0) throw new ApiError("invalid_cursor", "send either a cursor or an offset, not both");
+        afterId = decodeCursor(cursor);
+        if (afterId === null)
+          throw new ApiError("invalid_cursor", "the cursor is not one this service issued");
+      }
+      const fromMs = from === undefined ? undefined : Date.parse(from);
+      const toMs = to === undefined ? undefined : Date.parse(to);
+      if (fromMs !== undefined && toMs !== undefined && fromMs >= toMs)
+        throw invalid("`from` must be before `to`");
+      const filters = { status, sender: sender?.toLowerCase(), target: target?.toLowerCase(), fromMs, toMs };
+      return events(db, request.params.id, { limit, offset, afterId, filters });
     },
   );
 };

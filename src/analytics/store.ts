@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 import type { Queryable } from "../db/db.ts";
 
 export interface Overview {
@@ -10,32 +11,38 @@ export interface Overview {
 
 const SETTLED = "status IN ('success', 'reverted')";
 
-/** Figures over operations settled on chain (DESIGN.md §3), for one project. */
+/**
+ * Figures over operations settled on chain (DESIGN.md §3), for one project, read from the
+ * rollups of migrations/012_rollups.sql: a bounded number of rows whatever the history (one
+ * totals row, the days from today on, at most ten targets, and the senders active in the last
+ * 30 days through an index range).
+ */
 export async function overview(db: Queryable, projectId: string, nowMs: number): Promise<Overview> {
   const dayStart = new Date(nowMs);
   dayStart.setUTCHours(0, 0, 0, 0);
   const day = dayStart.toISOString().slice(0, 10);
   const monthAgo = new Date(nowMs - 30 * 86_400_000);
   const [totals, active, today, top, tank] = await Promise.all([
-    db.query<{ n: number; saved: string }>(
-      `SELECT count(*)::int AS n, COALESCE(sum(actual_gas_cost), 0)::text AS saved
-       FROM sponsorships WHERE project_id = $1 AND ${SETTLED}`,
+    db.query<{ n: string; saved: string }>(
+      `SELECT (success + reverted)::text AS n, cost_wei::text AS saved
+       FROM rollup_project_totals WHERE project_id = $1`,
       [projectId],
     ),
     db.query<{ n: number }>(
-      `SELECT count(DISTINCT sender)::int AS n FROM sponsorships
-       WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
+      `SELECT count(*)::int AS n FROM rollup_project_senders
+       WHERE project_id = $1 AND last_settled_at >= $2`,
       [projectId, monthAgo],
     ),
-    db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM sponsorships
-       WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
-      [projectId, dayStart],
+    // settled_at >= the start of today: today's row, and any later one a clock ahead wrote.
+    db.query<{ n: string }>(
+      `SELECT COALESCE(sum(success + reverted), 0)::text AS n FROM rollup_project_days
+       WHERE project_id = $1 AND day >= $2::date`,
+      [projectId, day],
     ),
-    db.query<{ address: string; calls: number; gas_used: string }>(
-      `SELECT target AS address, count(*)::int AS calls, COALESCE(sum(actual_gas), 0)::text AS gas_used
-       FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
-       GROUP BY target ORDER BY calls DESC, target LIMIT 10`,
+    db.query<{ address: string; calls: string; gas_used: string }>(
+      `SELECT target AS address, calls::text AS calls, gas_used::text AS gas_used
+       FROM rollup_project_targets WHERE project_id = $1 AND calls > 0
+       ORDER BY calls DESC, target LIMIT 10`,
       [projectId],
     ),
     db.query<{ balance: string; cap: string | null; spent: string | null }>(
@@ -47,11 +54,14 @@ export async function overview(db: Queryable, projectId: string, nowMs: number):
   ]);
   const t = tank[0]!;
   return {
-    totalSponsored: totals[0]!.n,
-    totalGasSaved: totals[0]!.saved,
+    totalSponsored: Number(totals[0]?.n ?? 0),
+    totalGasSaved: totals[0]?.saved ?? "0",
     activeUsers: active[0]!.n,
-    today: { sponsored: today[0]!.n, dailyCapRemaining: dailyCapRemaining(t.balance, t.cap, t.spent) },
-    topContracts: top.map((r) => ({ address: r.address, calls: r.calls, gasUsed: r.gas_used })),
+    today: {
+      sponsored: Number(today[0]!.n),
+      dailyCapRemaining: dailyCapRemaining(t.balance, t.cap, t.spent),
+    },
+    topContracts: top.map((r) => ({ address: r.address, calls: Number(r.calls), gasUsed: r.gas_used })),
   };
 }
 
@@ -80,28 +90,152 @@ export interface EventRecord {
   user_op_hash: string | null;
 }
 
+export interface EventFilters {
+  status?: string;
+  /** Lowercase addresses. */
+  sender?: string;
+  target?: string;
+  /** created_at >= from and < to (ms). */
+  fromMs?: number;
+  toMs?: number;
+}
+
+export interface EventsPage {
+  events: EventRecord[];
+  total: number;
+  /** True when `total` stopped counting at FILTERED_TOTAL_CAP (filters other than status only). */
+  totalCapped?: true;
+  /** Present when more events follow this page: pass it back as `cursor` for the next one. */
+  nextCursor?: string;
+}
+
+/** Past this many matches, a filtered `total` stops counting (and says so with totalCapped). */
+export const FILTERED_TOTAL_CAP = 10_000;
+
+/** The cursor is opaque to clients: the id of the last event of the page, newest first. */
+export function encodeCursor(id: number): string {
+  return Buffer.from(`e1:${id}`).toString("base64url");
+}
+
+/** The id a cursor continues after, or null when it is not one of ours. */
+export function decodeCursor(cursor: string): number | null {
+  const m = /^e1:([1-9][0-9]{0,15})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"));
+  // Only the exact encoding counts: base64url decoding skips characters it does not know.
+  return m && encodeCursor(Number(m[1])) === cursor ? Number(m[1]) : null;
+}
+
+/**
+ * One page of the project's events, newest first. Keyset (`afterId`, from a cursor) reads one
+ * index range of `limit` rows; `offset` skips through an index-only scan of ids (bounded by the
+ * route's maximum offset) and fetches only the page's rows. `total` comes from the rollups for
+ * no filter or a status filter; other filters count matches up to FILTERED_TOTAL_CAP.
+ */
 export async function events(
   db: Queryable,
   projectId: string,
-  limit: number,
-  offset: number,
-): Promise<{ events: EventRecord[]; total: number }> {
-  const [rows, count] = await Promise.all([
+  page: { limit: number; offset: number; afterId?: number | null; filters?: EventFilters },
+): Promise<EventsPage> {
+  const { limit, offset, afterId = null, filters = {} } = page;
+  const where = ["project_id = $1"];
+  const params: unknown[] = [projectId];
+  const add = (clause: string, value: unknown) => {
+    params.push(value);
+    where.push(clause.replace("?", `$${params.length}`));
+  };
+  if (filters.status) add("status = ?", filters.status);
+  if (filters.sender) add("sender = ?", filters.sender);
+  if (filters.target) add("target = ?", filters.target);
+  if (filters.fromMs !== undefined) add("created_at >= ?", new Date(filters.fromMs));
+  if (filters.toMs !== undefined) add("created_at < ?", new Date(filters.toMs));
+  const matching = where.join(" AND ");
+  if (afterId !== null) add("id < ?", afterId);
+  const n = params.length;
+  const [rows, total] = await Promise.all([
     db.query<Omit<EventRecord, "created_at"> & { created_at: Date }>(
       `SELECT id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
          max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost, tx_hash, user_op_hash
-       FROM sponsorships WHERE project_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3`,
-      [projectId, limit, offset],
+       FROM sponsorships WHERE project_id = $1 AND id IN (
+         SELECT id FROM sponsorships WHERE ${where.join(" AND ")}
+         ORDER BY id DESC LIMIT $${n + 1} OFFSET $${n + 2})
+       ORDER BY id DESC`,
+      [...params, limit + 1, offset],
     ),
-    db.query<{ n: number }>("SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1", [projectId]),
+    eventsTotal(db, projectId, filters, matching, params.slice(0, afterId === null ? n : n - 1)),
   ]);
+  const more = rows.length > limit;
+  const shown = more ? rows.slice(0, limit) : rows;
   return {
-    events: rows.map((r) => ({
+    events: shown.map((r) => ({
       ...r,
+      id: Number(r.id),
       estimated_gas: Number(r.estimated_gas),
       actual_gas: Number(r.actual_gas),
       created_at: r.created_at.toISOString(),
     })),
-    total: count[0]!.n,
+    ...total,
+    ...(more ? { nextCursor: encodeCursor(Number(shown[shown.length - 1]!.id)) } : {}),
   };
+}
+
+async function eventsTotal(
+  db: Queryable,
+  projectId: string,
+  filters: EventFilters,
+  matching: string,
+  params: unknown[],
+): Promise<{ total: number; totalCapped?: true }> {
+  const { status, ...others } = filters;
+  if (Object.values(others).every((v) => v === undefined)) {
+    const column = status ?? "pending + success + reverted + expired";
+    // status is one of the four columns: the route's schema allows nothing else.
+    assert.ok(!status || ["pending", "success", "reverted", "expired"].includes(status));
+    const rows = await db.query<{ n: string }>(
+      `SELECT (${column})::text AS n FROM rollup_project_totals WHERE project_id = $1`,
+      [projectId],
+    );
+    return { total: Number(rows[0]?.n ?? 0) };
+  }
+  const rows = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM sponsorships WHERE ${matching}
+       LIMIT ${FILTERED_TOTAL_CAP + 1}) m`,
+    params,
+  );
+  const counted = rows[0]!.n;
+  return counted > FILTERED_TOTAL_CAP ? { total: FILTERED_TOTAL_CAP, totalCapped: true } : { total: counted };
+}
+
+export interface SenderFigures {
+  sender: string;
+  operations: number;
+  costWei: string;
+  pending: number;
+}
+
+/**
+ * The project's top senders by settled operations or by their actual cost (DESIGN.md §3's
+ * "settled" figures), with the operations still pending beside them. Bounded by `limit`.
+ */
+export async function topSenders(
+  db: Queryable,
+  projectId: string,
+  by: "operations" | "cost",
+  limit: number,
+): Promise<SenderFigures[]> {
+  const order = by === "cost" ? "cost_wei DESC, operations DESC" : "operations DESC, cost_wei DESC";
+  const rows = await db.query<{ sender: string; operations: number; cost: string; pending: number }>(
+    `SELECT sender, operations, cost_wei::text AS cost, pending FROM (
+       SELECT sender,
+         count(*) FILTER (WHERE ${SETTLED})::int AS operations,
+         COALESCE(sum(actual_gas_cost) FILTER (WHERE ${SETTLED}), 0) AS cost_wei,
+         count(*) FILTER (WHERE status = 'pending')::int AS pending
+       FROM sponsorships WHERE project_id = $1 GROUP BY sender) s
+     ORDER BY ${order}, sender LIMIT $2`,
+    [projectId, limit],
+  );
+  return rows.map((r) => ({
+    sender: r.sender,
+    operations: r.operations,
+    costWei: r.cost,
+    pending: r.pending,
+  }));
 }

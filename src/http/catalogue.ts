@@ -108,6 +108,18 @@ export const ERRORS = {
     when: "The operation's fees are above what the chain charges now (with headroom).",
     rpc: refused,
   },
+  invalid_cursor: {
+    status: 400,
+    title: "Invalid cursor",
+    when: "An events cursor that this service did not issue, or a cursor sent together with an offset.",
+    rpc: badParams,
+  },
+  invalid_policy: {
+    status: 400,
+    title: "Invalid policy",
+    when: "A policy rule is malformed for its kind (fields, window, campaign times, sender list), duplicates another rule of the project, or would take the project past its number of rules.",
+    rpc: RPC_CODES.invalidRequest,
+  },
   // 401 and 403: who is asking, and may they.
   unauthorized: {
     status: 401,
@@ -133,6 +145,42 @@ export const ERRORS = {
     when: "A call's target contract and selector are not on the project's allowlist.",
     rpc: refused,
   },
+  approval_denied: {
+    status: 403,
+    title: "Approval denied",
+    when: "The project's approval webhook answered no; `detail` carries its reason when it gave one. Nothing was reserved.",
+    rpc: refused,
+  },
+  sender_blocked: {
+    status: 403,
+    title: "Sender blocked",
+    when: "The sender is on the project's sender blocklist; `ruleId` names the rule.",
+    rpc: refused,
+  },
+  sender_not_allowed: {
+    status: 403,
+    title: "Sender not allowed",
+    when: "The project sponsors only the senders of its sender allowlist, and this one is not on it; `ruleId` names the rule.",
+    rpc: refused,
+  },
+  campaign_not_active: {
+    status: 403,
+    title: "Campaign not active",
+    when: "The project's campaign has not started yet or has ended; `ruleId` names the rule.",
+    rpc: refused,
+  },
+  operation_cost_exceeded: {
+    status: 403,
+    title: "Operation cost exceeded",
+    when: "The operation's maximum cost (maxGasCost) is above the project's per-operation cap; `ruleId` names the rule.",
+    rpc: refused,
+  },
+  sender_cap_exceeded: {
+    status: 403,
+    title: "Sender cap exceeded",
+    when: "The sender has used up a per-sender spend or operation cap in the current window; `ruleId` names the rule.",
+    rpc: refused,
+  },
   // 402: money.
   insufficient_balance: {
     status: 402,
@@ -143,7 +191,13 @@ export const ERRORS = {
   daily_cap_exceeded: {
     status: 402,
     title: "Daily cap exceeded",
-    when: "The sponsorship would take the project past its daily cap.",
+    when: "The sponsorship would take the project past its daily cap (`ruleId` daily_cap).",
+    rpc: refused,
+  },
+  project_cap_exceeded: {
+    status: 402,
+    title: "Project cap exceeded",
+    when: "The sponsorship would take the project past a project-wide spend or operation cap in the current window; `ruleId` names the rule.",
     rpc: refused,
   },
   // 404, 405, 408, 409, 413, 414, 415, 422, 431.
@@ -181,6 +235,12 @@ export const ERRORS = {
     status: 409,
     title: "Last owner",
     when: "The change would leave the organization without an owner.",
+    rpc: refused,
+  },
+  webhooks_full: {
+    status: 409,
+    title: "Webhooks full",
+    when: "The project already has the most webhook endpoints a project may have.",
     rpc: refused,
   },
   allowlist_full: {
@@ -249,6 +309,12 @@ export const ERRORS = {
     status: 503,
     title: "Chain not configured",
     when: "The chain is supported but no paymaster is configured on it yet.",
+    rpc: RPC_CODES.unavailable,
+  },
+  approval_unavailable: {
+    status: 503,
+    title: "Approval unavailable",
+    when: "The project's approval webhook failed (an error, a timeout, an unusable answer) and the project fails closed. Nothing was reserved.",
     rpc: RPC_CODES.unavailable,
   },
   fee_oracle_stale: {

@@ -26,6 +26,16 @@ export interface RouteDoc {
 
 const member: ErrorCode[] = ["not_found", "forbidden"];
 
+/** The refusals of a project's policy rules (src/policies/), each carrying `ruleId`. */
+const POLICY_CODES: ErrorCode[] = [
+  "sender_blocked",
+  "sender_not_allowed",
+  "campaign_not_active",
+  "operation_cost_exceeded",
+  "sender_cap_exceeded",
+  "project_cap_exceeded",
+];
+
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
   "GET /health": { operationId: "getHealth", access: "public", noDatabase: true },
   "GET /health/ready": { operationId: "getReadiness", access: "public" },
@@ -129,7 +139,33 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: member,
   },
-  "GET /projects/:id/analytics/events": { operationId: "listEvents", access: "bearer", errors: member },
+  "GET /projects/:id/analytics/events": {
+    operationId: "listEvents",
+    access: "bearer",
+    errors: [...member, "invalid_cursor"],
+  },
+  "GET /projects/:id/analytics/senders": {
+    operationId: "listTopSenders",
+    access: "bearer",
+    errors: member,
+  },
+  "GET /projects/:id/policies": {
+    operationId: "listPolicies",
+    summary: "The project's policy rules, the daily cap among them when set",
+    access: "bearer",
+    errors: member,
+  },
+  "PUT /projects/:id/policies/:ruleId": {
+    operationId: "putPolicy",
+    access: "bearer",
+    errors: [...member, "invalid_policy"],
+  },
+  "DELETE /projects/:id/policies/:ruleId": { operationId: "deletePolicy", access: "bearer", errors: member },
+  "GET /projects/:id/policies/:ruleId/usage": {
+    operationId: "getPolicyUsage",
+    access: "bearer",
+    errors: member,
+  },
   "GET /projects/:id/funds/parity": {
     operationId: "getProjectParity",
     summary: "Whether the project's cached balance equals the sum of its ledger",
@@ -144,15 +180,108 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       "not_allowlisted",
       "insufficient_balance",
       "daily_cap_exceeded",
+      ...POLICY_CODES,
       "idempotency_key_reused",
       "unsupported_chain",
       "chain_not_configured",
       "fee_oracle_stale",
+      "approval_denied",
+      "approval_unavailable",
     ],
   },
+  "POST /sponsor/check": {
+    operationId: "checkSponsorship",
+    summary:
+      "Dry run: would authorize grant this request now, and if not, which code and policy rule refuse it? Reserves nothing",
+    access: "bearer",
+    errors: ["forbidden"],
+  },
+  // Webhooks (src/webhooks/).
+  "GET /projects/:id/webhooks": {
+    operationId: "listWebhooks",
+    summary: "The project's event endpoints (never their secrets)",
+    access: "bearer",
+    errors: member,
+  },
+  "POST /projects/:id/webhooks": {
+    operationId: "createWebhook",
+    access: "bearer",
+    errors: [...member, "webhooks_full"],
+  },
+  "GET /projects/:id/webhooks/:webhookId": {
+    operationId: "getWebhook",
+    summary: "One event endpoint (never its secret)",
+    access: "bearer",
+    errors: member,
+  },
+  "PATCH /projects/:id/webhooks/:webhookId": {
+    operationId: "updateWebhook",
+    access: "bearer",
+    errors: member,
+  },
+  "DELETE /projects/:id/webhooks/:webhookId": {
+    operationId: "deleteWebhook",
+    access: "bearer",
+    errors: member,
+  },
+  "POST /projects/:id/webhooks/:webhookId/rotate-secret": {
+    operationId: "rotateWebhookSecret",
+    access: "bearer",
+    errors: member,
+  },
+  "GET /projects/:id/webhooks/:webhookId/deliveries": {
+    operationId: "listWebhookDeliveries",
+    access: "bearer",
+    errors: member,
+  },
+  "POST /projects/:id/webhooks/:webhookId/deliveries/:deliveryId/redeliver": {
+    operationId: "redeliverWebhook",
+    access: "bearer",
+    errors: member,
+  },
+  "GET /projects/:id/approval-webhook": {
+    operationId: "getApprovalWebhook",
+    summary: "The approval webhook's URL, timeout and fail mode (never its secret)",
+    access: "bearer",
+    errors: member,
+  },
+  "PUT /projects/:id/approval-webhook": {
+    operationId: "setApprovalWebhook",
+    access: "bearer",
+    errors: member,
+  },
+  "DELETE /projects/:id/approval-webhook": {
+    operationId: "removeApprovalWebhook",
+    access: "bearer",
+    errors: member,
+  },
+  "GET /projects/:id/balance-alert": {
+    operationId: "getBalanceAlert",
+    summary: "The low-balance threshold of the gas tank",
+    access: "bearer",
+    errors: member,
+  },
+  "PUT /projects/:id/balance-alert": { operationId: "setBalanceAlert", access: "bearer", errors: member },
   // JSON-RPC answers its refusals in the body of a 200 (data.code); only what fails before the
   // JSON-RPC layer is problem+json.
   "POST /rpc": { operationId: "paymasterRpc", access: "rpc" },
+  // The web dashboard (src/dashboard/): static files, public (the page signs in, then calls the
+  // API above with the developer's token), and the development sign-in, which exists only with
+  // the local issuer outside production.
+  "GET /dashboard": { operationId: "getDashboard", access: "public", noDatabase: true },
+  "GET /dashboard/:file": {
+    operationId: "getDashboardFile",
+    access: "public",
+    errors: ["not_found"],
+    noDatabase: true,
+  },
+  "POST /auth/dev-token": {
+    operationId: "createDevToken",
+    summary: "Development sign-in: a developer token from the local issuer (absent with OIDC)",
+    access: "public",
+    errors: ["forbidden"],
+    noDatabase: true,
+  },
 };
 
 /** The statuses whose bodies are problem+json, in the order a reader meets them. */

@@ -10,6 +10,11 @@ export const Problem = Type.Object(
     detail: Type.String(),
     code: Type.String({ description: "Stable snake_case error code" }),
     requestId: Type.String(),
+    ruleId: Type.Optional(
+      Type.String({
+        description: "The project's policy rule that refused the request (policy refusals only)",
+      }),
+    ),
   },
   { $id: "Problem", description: "RFC 9457 problem details" },
 );
@@ -28,6 +33,8 @@ export class ApiError extends Error {
     readonly code: ErrorCode,
     detail: string,
     readonly headers: Record<string, string> = {},
+    /** Members added to the problem body (RFC 9457 extensions), e.g. the refusing rule's id. */
+    readonly extensions: { ruleId?: string } = {},
   ) {
     super(detail);
     this.status = ERRORS[code].status;

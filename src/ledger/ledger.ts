@@ -42,7 +42,22 @@ export type ReserveOutcome =
   | { kind: "replay"; requestDigest: string | null; response: string | null }
   | { kind: "not_allowlisted"; callIndex: number }
   | { kind: "insufficient_balance" }
-  | { kind: "daily_cap_exceeded" };
+  | { kind: "daily_cap_exceeded"; ruleId: typeof DAILY_CAP_RULE_ID }
+  | { kind: PolicyRefusal; ruleId: string };
+
+/** The refusals of the project's policies (migrations/008_policies.sql), each naming its rule. */
+export const POLICY_REFUSALS = [
+  "sender_blocked",
+  "sender_not_allowed",
+  "campaign_not_active",
+  "operation_cost_exceeded",
+  "sender_cap_exceeded",
+  "project_cap_exceeded",
+] as const;
+export type PolicyRefusal = (typeof POLICY_REFUSALS)[number];
+
+/** The daily cap (`dailyCap`) is the project-wide spend cap per UTC day; refusals name it so. */
+export const DAILY_CAP_RULE_ID = "daily_cap";
 
 /**
  * Reserves for several authorizations of one project in a single statement, each decided on its
@@ -52,6 +67,7 @@ export async function reserveMany(
   db: Queryable,
   projectId: string,
   items: Reservation[],
+  { dryRun = false }: { dryRun?: boolean } = {},
 ): Promise<ReserveOutcome[]> {
   // A batch is decided at one instant: the latest of its items' clocks.
   const nowMs = Math.max(...items.map((r) => r.requestedAtMs));
@@ -88,21 +104,47 @@ export async function reserveMany(
     stored_digest: string | null;
     stored_response: string | null;
     call_index: number | null;
+    refused_by: string | null;
   }>(
-    "SELECT idx, outcome, stored_digest, stored_response, call_index FROM reserve_sponsorships($1, $2::jsonb, $3)",
-    [projectId, JSON.stringify(payload), new Date(nowMs)],
+    "SELECT idx, outcome, stored_digest, stored_response, call_index, refused_by FROM reserve_sponsorships($1, $2::jsonb, $3, $4)",
+    [projectId, JSON.stringify(payload), new Date(nowMs), dryRun],
   );
   const outcomes: ReserveOutcome[] = new Array(items.length);
-  for (const row of rows) {
-    outcomes[row.idx] =
-      row.outcome === "replay"
-        ? { kind: "replay", requestDigest: row.stored_digest, response: row.stored_response }
-        : row.outcome === "not_allowlisted"
-          ? { kind: "not_allowlisted", callIndex: row.call_index ?? 0 }
-          : { kind: row.outcome as Exclude<ReserveOutcome["kind"], "replay" | "not_allowlisted"> };
-  }
+  for (const row of rows) outcomes[row.idx] = outcomeOf(row);
   assert.ok(outcomes.every(Boolean), "every reservation gets an outcome");
   return outcomes;
+}
+
+function outcomeOf(row: {
+  outcome: string;
+  stored_digest: string | null;
+  stored_response: string | null;
+  call_index: number | null;
+  refused_by: string | null;
+}): ReserveOutcome {
+  switch (row.outcome) {
+    case "replay":
+      return { kind: "replay", requestDigest: row.stored_digest, response: row.stored_response };
+    case "not_allowlisted":
+      return { kind: "not_allowlisted", callIndex: row.call_index ?? 0 };
+    case "reserved":
+    case "insufficient_balance":
+      return { kind: row.outcome };
+    case "daily_cap_exceeded":
+      return { kind: "daily_cap_exceeded", ruleId: DAILY_CAP_RULE_ID };
+  }
+  const refusal = POLICY_REFUSALS.find((k) => k === row.outcome);
+  assert.ok(refusal && row.refused_by, `unknown reservation outcome ${row.outcome}`);
+  return { kind: refusal, ruleId: row.refused_by };
+}
+
+/**
+ * Decides one authorization as the reservation would, on the same data, and writes nothing: no
+ * reservation, no usage, no lock (the dry run, and the ERC-7677 stub). Idempotent replays are not
+ * looked up.
+ */
+export async function dryRunReservation(db: Queryable, r: Reservation): Promise<ReserveOutcome> {
+  return (await reserveMany(db, r.projectId, [{ ...r, clientNonce: null }], { dryRun: true }))[0]!;
 }
 
 /** Reserves maxGasCost for one authorization (a batch of one). */
@@ -192,6 +234,7 @@ async function settlePending(
   const refund = maxWei - billedWei;
   await move(tx, row.project_id, "settle", refund, op.authId);
   await giveBackDailyUsage(tx, row.project_id, row.day, refund);
+  await adjustPolicyUsage(tx, op.authId, refund, 0);
   const shortfall = billedWei < op.actualGasCostWei ? "cost_above_reservation" : null;
   return { kind: "charged", projectId: row.project_id, billedWei, late: false, shortfall };
 }
@@ -216,6 +259,8 @@ async function settleLate(
      ON CONFLICT (project_id, day) DO UPDATE SET spent = u.spent + EXCLUDED.spent`,
     [row.project_id, row.day, billedWei.toString()],
   );
+  // Its release gave the whole reservation back to the policy windows: count what was charged again.
+  await adjustPolicyUsage(tx, op.authId, -billedWei, -1);
   const shortfall = billedWei < op.actualGasCostWei ? "tank_short_after_release" : null;
   return { kind: "charged", projectId: row.project_id, billedWei, late: true, shortfall };
 }
@@ -247,6 +292,8 @@ export async function reverseBilling(
     [r.authId],
   );
   if (rows[0]) await giveBackDailyUsage(tx, r.projectId, rows[0].day, r.billedWei);
+  // Now as if released: the charge and the operation go back to its policy windows.
+  await adjustPolicyUsage(tx, r.authId, r.billedWei, 1);
   return true;
 }
 
@@ -263,6 +310,7 @@ export async function release(db: Db, authId: string): Promise<boolean> {
     if (!row) return false;
     await move(tx, row.project_id, "release", BigInt(row.max_gas_cost), authId);
     await giveBackDailyUsage(tx, row.project_id, row.day, BigInt(row.max_gas_cost));
+    await adjustPolicyUsage(tx, authId, BigInt(row.max_gas_cost), 1);
     return true;
   });
 }
@@ -300,6 +348,20 @@ async function giveBackDailyUsage(tx: Queryable, projectId: string, day: string,
   );
 }
 
+/**
+ * Gives back to the policy windows an authorization was counted in (migrations/008): settlement
+ * gives back the unspent part of the reservation, a release the reservation and its operation.
+ * Negative amounts count again. Nothing to do for projects without caps.
+ */
+async function adjustPolicyUsage(tx: Queryable, authId: string, spentWei: bigint, ops: number) {
+  if (spentWei === 0n && ops === 0) return;
+  await tx.query("SELECT policy_usage_adjust($1, $2::numeric, $3::bigint)", [
+    authId,
+    spentWei.toString(),
+    ops,
+  ]);
+}
+
 export interface ParityReport {
   projectId: string;
   ledgerBalance: string;
@@ -308,12 +370,28 @@ export interface ParityReport {
   inSync: boolean;
 }
 
-/** Cached balance against the sum of the ledger, for the given projects (all when null). */
-export async function parity(db: Queryable, projectIds: string[] | null): Promise<ParityReport[]> {
+/**
+ * Cached balance against the ledger, for the given projects (all when null). The ledger's side is
+ * the project's latest checkpoint (ledger/checkpoints.ts: verified against the ledger when it
+ * was written) plus the entries after it, an index-only range of what happened since; with
+ * `fromScratch` it is the sum of every entry, which proves the checkpoints themselves.
+ */
+export async function parity(
+  db: Queryable,
+  projectIds: string[] | null,
+  { fromScratch = false }: { fromScratch?: boolean } = {},
+): Promise<ParityReport[]> {
+  const ledger = fromScratch
+    ? "COALESCE((SELECT sum(amount) FROM ledger_entries l WHERE l.project_id = p.id), 0)"
+    : `COALESCE(c.balance, 0) + COALESCE((SELECT sum(amount) FROM ledger_entries l
+         WHERE l.project_id = p.id AND l.id > COALESCE(c.last_entry_id, 0)), 0)`;
+  const checkpoint = fromScratch
+    ? ""
+    : `LEFT JOIN LATERAL (SELECT last_entry_id, balance FROM ledger_checkpoints k
+         WHERE k.project_id = p.id ORDER BY last_entry_id DESC LIMIT 1) c ON true`;
   const rows = await db.query<{ id: string; cached: string; ledger: string }>(
-    `SELECT p.id, p.gas_tank_balance::text AS cached,
-       COALESCE((SELECT sum(amount) FROM ledger_entries l WHERE l.project_id = p.id), 0)::text AS ledger
-     FROM projects p ${projectIds ? "WHERE p.id = ANY($1::text[])" : ""} ORDER BY p.id`,
+    `SELECT p.id, p.gas_tank_balance::text AS cached, (${ledger})::text AS ledger
+     FROM projects p ${checkpoint} ${projectIds ? "WHERE p.id = ANY($1::text[])" : ""} ORDER BY p.id`,
     projectIds ? [projectIds] : [],
   );
   return rows.map((r) => {

@@ -46,10 +46,25 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
 
   app.get(
     "/projects/:id/funds/parity",
-    { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Report }) } },
+    {
+      schema: {
+        tags,
+        security: bearer,
+        description:
+          "The ledger's side is the latest verified checkpoint plus the entries after it; `fromScratch=true` " +
+          "sums every entry of the project instead (slower: it also proves the checkpoints).",
+        params: ProjectParams,
+        querystring: Type.Object(
+          { fromScratch: Type.Optional(Type.Boolean({ default: false })) },
+          { additionalProperties: false },
+        ),
+        response: responses({ 200: Report }),
+      },
+    },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      return (await parity(db, [request.params.id]))[0]!;
+      const fromScratch = request.query.fromScratch === true;
+      return (await parity(db, [request.params.id], { fromScratch }))[0]!;
     },
   );
 

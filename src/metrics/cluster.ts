@@ -41,7 +41,9 @@ export function servePrimaryMetrics(): void {
     }
     if (message.gss !== "metrics-request") return;
     const id = nextId++;
-    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w?.isConnected() === true);
+    const workers = Object.values(cluster.workers ?? {}).filter(
+      (w): w is Worker => w?.isConnected() === true,
+    );
     const results: unknown[][] = [];
     const reply = () => {
       clearTimeout(timer);

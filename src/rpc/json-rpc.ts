@@ -18,7 +18,7 @@ export interface JsonRpcRequest {
 export interface JsonRpcError {
   code: number;
   message: string;
-  data: { code: ErrorCode; callIndex?: number; retryAfterSec?: number };
+  data: { code: ErrorCode; callIndex?: number; retryAfterSec?: number; ruleId?: string };
 }
 
 /** The JSON-RPC error for a catalogue code, with the catalogue's numeric code for it. */

@@ -18,6 +18,7 @@ import { databaseUnavailable } from "../db/unavailable.ts";
 import { retryAfterSec } from "../http/errors.ts";
 import { ApiError, rateLimited } from "../http/problem.ts";
 import { tooManyFailures } from "../identity/authenticate.ts";
+import { dryRunReservation } from "../ledger/ledger.ts";
 import { noteRpcMethod } from "../metrics/http.ts";
 import { type OperationDeps, sponsorOperation, stubOperation } from "../sponsor/operation.ts";
 import { feeCeilings } from "../sponsor/pricing.ts";
@@ -58,7 +59,12 @@ const RpcResponse = Type.Object(
       Type.Object({
         code: Type.Integer(),
         message: Type.String(),
-        data: Type.Object({ code: Type.String({ description: "The same stable code as the REST API's" }) }),
+        data: Type.Object({
+          code: Type.String({ description: "The same stable code as the REST API's" }),
+          ruleId: Type.Optional(
+            Type.String({ description: "The project's policy rule that refused the operation" }),
+          ),
+        }),
       }),
     ),
   },
@@ -128,7 +134,10 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
             ? await stubOperation(deps, req)
             : await sponsorOperation(deps, req);
         if (outcome.kind === "refused") {
-          const extra = outcome.callIndex === undefined ? {} : { callIndex: outcome.callIndex };
+          const extra = {
+            ...(outcome.callIndex === undefined ? {} : { callIndex: outcome.callIndex }),
+            ...(outcome.ruleId === undefined ? {} : { ruleId: outcome.ruleId }),
+          };
           return sendRpc(reply, failure(id, rpcError(outcome.code, outcome.detail, extra)));
         }
         // A final answer is stored for replays as the result's exact text.
@@ -227,6 +236,8 @@ function operationDeps(services: Services): OperationDeps {
         : { name: "", icon: null, ttlSec: 300, balanceWei: 0n };
     },
     firstNotAllowlisted: (projectId, calls) => firstNotAllowlisted(db, projectId, calls),
+    dryRun: (r) => dryRunReservation(db, r),
+    approve: services.approvals.check,
     now: services.now,
   };
 }

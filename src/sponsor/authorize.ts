@@ -3,8 +3,8 @@
  * HTTP to this and the outcome back to HTTP.
  *
  * Order: the pure quote (chain, fee ceilings, window), then signing, then one round trip to the
- * database that replays an idempotent request or checks the allowlist, the tank and the daily cap
- * and reserves (ledger/ledger.ts, migrations/004). The signature is made before that round trip
+ * database that replays an idempotent request or checks the allowlist, the project's policies,
+ * the tank and the daily cap and reserves (ledger/ledger.ts, migrations/008). The signature is made before that round trip
  * because the stored response of an idempotent request must be the signed one; a refused
  * request's signature never leaves the process.
  */
@@ -17,6 +17,8 @@ import type { ReservationBatcher } from "../ledger/batcher.ts";
 import { type CallAuthorization, callSponsorshipDigest } from "../paymaster/digest.ts";
 import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
 import { encodeCallPaymasterAndData, PAYMASTER_DATA_OFFSET } from "../paymaster/layout.ts";
+import { ruleRefusal } from "../policies/refusals.ts";
+import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
 import { quote } from "./policy.ts";
 import type { FeeCeilings } from "./pricing.ts";
 import type { Signer } from "./signer.ts";
@@ -34,7 +36,7 @@ export interface AuthorizeRequest {
 
 export type AuthorizeOutcome =
   | { kind: "authorized"; body: string; replayed: boolean }
-  | { kind: "refused"; code: ErrorCode; detail: string };
+  | { kind: "refused"; code: ErrorCode; detail: string; ruleId?: string };
 
 export interface AuthorizeDeps {
   config: Pick<Config, "chains" | "clockSkewSec">;
@@ -43,6 +45,8 @@ export interface AuthorizeDeps {
   /** The fee ceilings for a chain now, or null without a fresh reading. */
   feeCeilings(chainId: number): FeeCeilings | null;
   projectTtlSec(projectId: string): Promise<number>;
+  /** The project's approval webhook (webhooks/approval.ts), asked before signing; absent: none. */
+  approve?(req: ApprovalRequest): Promise<ApprovalOutcome>;
   now(): number;
 }
 
@@ -58,6 +62,17 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
     fees: deps.feeCeilings(req.chainId),
   });
   if (q.kind === "denied") return { kind: "refused", code: q.code, detail: q.detail };
+  const approval = await deps.approve?.({
+    projectId: req.projectId,
+    mode: "call",
+    chainId: req.chainId,
+    sender: req.user.toLowerCase(),
+    calls: [{ target: req.target.toLowerCase(), selector: req.selector.toLowerCase() }],
+    maxGasCostWei: q.maxGasCostWei,
+    maxTotalGas: q.maxTotalGas,
+    clientNonce: req.clientNonce,
+  });
+  if (approval?.kind === "refused") return refused(approval.code, approval.detail);
 
   const sponsorship: CallAuthorization = {
     sender: req.user.toLowerCase() as Address,
@@ -111,8 +126,9 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
       return refused("not_allowlisted", "the target contract and selector are not allowlisted");
     case "insufficient_balance":
       return refused("insufficient_balance", "the gas tank cannot cover maxGasCost");
-    case "daily_cap_exceeded":
-      return refused("daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
+    default:
+      // A rule of the project's policies (the daily cap is one): the refusal names it.
+      return ruleRefusal(outcome)!;
   }
 }
 

@@ -17,6 +17,7 @@ import { type DecodedCall, decodeCalls } from "../accounts/calls.ts";
 import { type ChainConfig, type Config, liveEntryPointAt } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ReservationBatcher } from "../ledger/batcher.ts";
+import type { Reservation, ReserveOutcome } from "../ledger/ledger.ts";
 import {
   isEip7702InitCode,
   operationSponsorshipDigest,
@@ -28,6 +29,8 @@ import {
   PAYMASTER_DATA_OFFSET,
   stubPaymasterAndData,
 } from "../paymaster/layout.ts";
+import { ruleRefusal } from "../policies/refusals.ts";
+import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
 import { MAX_ESTIMATED_GAS } from "./policy.ts";
 import type { FeeCeilings } from "./pricing.ts";
 import type { Signer } from "./signer.ts";
@@ -79,6 +82,8 @@ export type Refusal = {
   code: ErrorCode;
   detail: string;
   callIndex?: number;
+  /** The project's policy rule that refused it. */
+  ruleId?: string;
 };
 
 export type StubOutcome = { kind: "stub"; result: StubResult } | Refusal;
@@ -93,6 +98,10 @@ export interface OperationDeps {
   refreshFees(): Promise<void>;
   project(projectId: string): Promise<ProjectTerms>;
   firstNotAllowlisted(projectId: string, calls: DecodedCall[]): Promise<number | null>;
+  /** Decides as the reservation would, writing nothing (ledger.dryRunReservation). */
+  dryRun(r: Reservation): Promise<ReserveOutcome>;
+  /** The project's approval webhook, asked before the final signature (not for stubs). */
+  approve?(req: ApprovalRequest): Promise<ApprovalOutcome>;
   now(): number;
 }
 
@@ -106,7 +115,13 @@ export const OPERATION_FEE_TOLERANCE = 2n;
 export async function stubOperation(deps: OperationDeps, req: OperationRequest): Promise<StubOutcome> {
   const checked = await checkOperation(deps, req, { final: false });
   if (checked.kind === "refused") return checked;
-  const nowSec = Math.floor(deps.now() / 1000);
+  const nowMs = deps.now();
+  const nowSec = Math.floor(nowMs / 1000);
+  // The stub reserves nothing, but refuses early what the final call would refuse whatever the
+  // operation's final gas: the sender lists, the campaign, caps already used up (priced at 0 wei,
+  // since the stub's gas limits are not final yet).
+  const policy = ruleRefusal(await deps.dryRun(stubReservation(req, checked, nowMs)));
+  if (policy) return policy;
   const data = stubPaymasterAndData({
     paymaster: checked.paymaster,
     mode: "operation",
@@ -133,6 +148,17 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
   const checked = await checkOperation(deps, req, { final: true });
   if (checked.kind === "refused") return checked;
   const { userOp } = req;
+  const approval = await deps.approve?.({
+    projectId: req.projectId,
+    mode: "operation",
+    chainId: req.chainId,
+    sender: userOp.sender.toLowerCase(),
+    calls: checked.calls.map((c) => ({ target: c.target, selector: c.selector })),
+    maxGasCostWei: checked.maxCostWei,
+    maxTotalGas: checked.totalGas,
+    entryPoint: req.entryPoint.toLowerCase(),
+  });
+  if (approval?.kind === "refused") return refuse(approval.code, approval.detail);
   const nowMs = deps.now();
   const nowSec = Math.floor(nowMs / 1000);
   const terms = {
@@ -184,9 +210,36 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
       return notAllowlisted(checked.calls, outcome.callIndex);
     case "insufficient_balance":
       return refuse("insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
-    case "daily_cap_exceeded":
-      return refuse("daily_cap_exceeded", "this sponsorship would exceed the project's daily cap");
+    default:
+      return ruleRefusal(outcome)!;
   }
+}
+
+/** What the stub asks the policies about: the operation at no cost, never stored. */
+function stubReservation(req: OperationRequest, checked: Checked, nowMs: number): Reservation {
+  const first = checked.calls[0]!;
+  const nowSec = Math.floor(nowMs / 1000);
+  return {
+    projectId: req.projectId,
+    clientNonce: null,
+    requestDigest: null,
+    authId: `0x${"0".repeat(64)}`,
+    apiKeyId: req.apiKeyId,
+    chainId: req.chainId,
+    sender: req.userOp.sender.toLowerCase(),
+    target: first.target,
+    selector: first.selector,
+    estimatedGas: checked.totalGas,
+    maxGasCostWei: 0n,
+    maxFeePerGasWei: 0n,
+    maxPriorityFeePerGasWei: 0n,
+    paymaster: checked.paymaster.toLowerCase(),
+    validAfterSec: nowSec,
+    validUntilSec: nowSec + 1,
+    response: null,
+    requestedAtMs: nowMs,
+    calls: checked.calls.map((c) => ({ target: c.target, selector: c.selector })),
+  };
 }
 
 interface Checked {

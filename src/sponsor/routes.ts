@@ -2,9 +2,11 @@ import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin, Services } from "../context.ts";
 import { ApiError } from "../http/problem.ts";
-import { Address as AddressSchema, bearer, responses, Selector } from "../http/schemas.ts";
+import { Address as AddressSchema, bearer, responses, Selector, Wei } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
+import { dryRunReservation, type Reservation } from "../ledger/ledger.ts";
 import { authorize } from "./authorize.ts";
+import { checkAuthorization } from "./check.ts";
 import { MAX_ESTIMATED_GAS } from "./policy.ts";
 import { feeCeilings } from "./pricing.ts";
 
@@ -52,6 +54,7 @@ const Authorized = Type.Object({
 });
 
 export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
+  await app.register(checkRoute, { services });
   const ttls = projectTtlCache(services);
   const deps = {
     config: services.config,
@@ -63,6 +66,7 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
       return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
     },
     projectTtlSec: ttls.get,
+    approve: services.approvals.check,
     now: services.now,
   };
 
@@ -94,9 +98,85 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
         chainId: body.chainId,
         clientNonce: body.clientNonce ?? null,
       });
-      if (outcome.kind === "refused") throw new ApiError(outcome.code, outcome.detail);
+      if (outcome.kind === "refused") {
+        const extensions = outcome.ruleId === undefined ? {} : { ruleId: outcome.ruleId };
+        throw new ApiError(outcome.code, outcome.detail, {}, extensions);
+      }
       if (outcome.replayed) reply.header("idempotent-replayed", "true");
       return reply.type("application/json").send(outcome.body);
+    },
+  );
+};
+
+const CheckResult = Type.Object({
+  wouldSponsor: Type.Boolean({ description: "True when authorize would grant this request now" }),
+  maxGasCost: Type.Union([Wei, Type.Null()], { description: "What authorize would reserve, wei" }),
+  code: Type.Union([Type.String(), Type.Null()], {
+    description: "The stable error code authorize would answer with (as in its problem+json)",
+  }),
+  ruleId: Type.Union([Type.String(), Type.Null()], { description: "The policy rule that would refuse it" }),
+  detail: Type.Union([Type.String(), Type.Null()]),
+});
+
+/**
+ * `POST /sponsor/check`: the dry run. The same body and key as authorize; the same rules on the
+ * same data (sponsor/check.ts); nothing is signed, reserved or counted.
+ */
+const checkRoute: RoutePlugin = async (app, { services }) => {
+  const ttls = projectTtlCache(services);
+  const deps = {
+    config: services.config,
+    feeCeilings: (chainId: number) => {
+      const reading = services.feeOracle.current(chainId);
+      const chain = services.config.chains.find((c) => c.chainId === chainId);
+      return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
+    },
+    projectTtlSec: ttls.get,
+    dryRun: (r: Reservation) => dryRunReservation(services.db, r),
+    now: services.now,
+  };
+  app.post(
+    "/sponsor/check",
+    {
+      schema: {
+        tags: ["sponsorship"],
+        security: bearer,
+        body: AuthorizeBody,
+        response: responses({ 200: CheckResult }),
+      },
+    },
+    async (request) => {
+      const principal = requirePrincipal(request);
+      const body = request.body;
+      if (principal.kind !== "apiKey" || principal.projectId !== body.projectId) {
+        throw new ApiError("unauthorized", "check needs an API key of this project");
+      }
+      await authorizeProject(services.db, request, body.projectId, "sponsor:authorize");
+      const outcome = await checkAuthorization(deps, {
+        projectId: body.projectId,
+        apiKeyId: principal.keyId,
+        user: body.user,
+        target: body.target,
+        selector: body.selector,
+        estimatedGas: BigInt(body.estimatedGas),
+        chainId: body.chainId,
+        clientNonce: null,
+      });
+      return outcome.kind === "would_sponsor"
+        ? {
+            wouldSponsor: true,
+            maxGasCost: outcome.maxGasCostWei.toString(),
+            code: null,
+            ruleId: null,
+            detail: null,
+          }
+        : {
+            wouldSponsor: false,
+            maxGasCost: null,
+            code: outcome.code,
+            ruleId: outcome.ruleId,
+            detail: outcome.detail,
+          };
     },
   );
 };

@@ -1,0 +1,244 @@
+// Webhooks (issue 11): event endpoints (the signing secret shown once, on creation and rotation),
+// pausing, deleting, and each endpoint's delivery log with redelivery.
+import { api, del, get, patch, post, seg } from "./api.js";
+import {
+  announce,
+  badge,
+  confirmDialog,
+  copyButton,
+  errorBox,
+  field,
+  form,
+  h,
+  section,
+  table,
+  time,
+} from "./ui.js";
+
+const EVENT_TYPES = [
+  "sponsorship.sponsored",
+  "sponsorship.settled",
+  "sponsorship.expired",
+  "sponsorship.settlement_reversed",
+  "deposit.credited",
+  "balance.low",
+  "cap.reached",
+  "spend.unattributed",
+];
+
+export async function render(ctx) {
+  const id = ctx.projectId;
+  const endpoints = await get(`/projects/${seg(id)}/webhooks`);
+  const reveal = h("div", { class: "reveal", hidden: true, tabindex: "-1" });
+  const showSecret = (secret, what) => {
+    reveal.replaceChildren(
+      h("h3", {}, `${what} — shown once`),
+      h("p", {}, "Verify each delivery's signature with it; the service cannot show it again."),
+      h(
+        "div",
+        { class: "copy-row" },
+        h("input", {
+          type: "text",
+          readonly: true,
+          value: secret,
+          class: "secret",
+          "aria-label": "Signing secret",
+        }),
+        copyButton(secret, "Copy secret"),
+      ),
+      h("button", { type: "button", class: "secondary", onclick: () => ctx.refresh() }, "I have stored it"),
+    );
+    reveal.hidden = false;
+    reveal.focus();
+  };
+  const types = h(
+    "fieldset",
+    { class: "scopes" },
+    h("legend", {}, "Events"),
+    h(
+      "label",
+      { class: "check" },
+      h("input", { type: "checkbox", name: "type-*", value: "*", checked: true }),
+      "every event (*)",
+    ),
+    EVENT_TYPES.map((t) =>
+      h("label", { class: "check" }, h("input", { type: "checkbox", name: `type-${t}`, value: t }), t),
+    ),
+  );
+  const create = form(
+    { class: "inline", "aria-label": "Add a webhook endpoint" },
+    [
+      field("URL", { name: "url", type: "url", required: true, placeholder: "https://…" }),
+      field("Description", { name: "description", maxlength: 256 }),
+      types,
+    ],
+    "Add endpoint",
+    async (data) => {
+      const eventTypes = Object.keys(data)
+        .filter((k) => k.startsWith("type-"))
+        .map((k) => k.slice(5));
+      const created = await post(`/projects/${seg(id)}/webhooks`, {
+        url: data.url,
+        eventTypes,
+        description: data.description,
+      });
+      showSecret(created.secret, "The endpoint's signing secret");
+    },
+  );
+  const rows = endpoints.map((e) => {
+    const errors = errorBox();
+    const act = (label, aria, fn, kind = "secondary") =>
+      h(
+        "button",
+        {
+          type: "button",
+          class: `${kind} small`,
+          "aria-label": aria,
+          onclick: async () => {
+            errors.clear();
+            try {
+              await fn();
+            } catch (err) {
+              errors.show(err);
+            }
+          },
+        },
+        label,
+      );
+    return [
+      h("a", { href: `#/projects/${encodeURIComponent(id)}/webhooks?endpoint=${e.id}` }, e.url),
+      e.event_types.join(", "),
+      e.description,
+      e.enabled ? badge("enabled") : badge("paused", "expired"),
+      h(
+        "div",
+        { class: "row-actions" },
+        act(e.enabled ? "Pause" : "Resume", `${e.enabled ? "Pause" : "Resume"} ${e.url}`, async () => {
+          await patch(`/projects/${seg(id)}/webhooks/${e.id}`, { enabled: !e.enabled });
+          ctx.refresh();
+        }),
+        act("Rotate secret", `Rotate the secret of ${e.url}`, async () => {
+          const { secret } = await post(`/projects/${seg(id)}/webhooks/${e.id}/rotate-secret`);
+          showSecret(secret, "The new signing secret");
+        }),
+        act(
+          "Delete",
+          `Delete ${e.url}`,
+          async () => {
+            if (
+              !(await confirmDialog(
+                "Delete this endpoint?",
+                `${e.url}, its pending deliveries and its log go.`,
+                "Delete endpoint",
+              ))
+            )
+              return;
+            await del(`/projects/${seg(id)}/webhooks/${e.id}`);
+            announce("Endpoint deleted");
+            ctx.refresh();
+          },
+          "danger",
+        ),
+        errors.el,
+      ),
+    ];
+  });
+  const selected = ctx.query.get("endpoint");
+  const log = selected ? await deliveryLog(ctx, id, selected) : null;
+  return h(
+    "div",
+    {},
+    section("Add an endpoint", create, reveal),
+    section(
+      "Endpoints",
+      table("Webhook endpoints", ["URL", "Events", "Description", "State", "Actions"], rows, "No endpoints."),
+    ),
+    log,
+  );
+}
+
+async function deliveryLog(ctx, id, endpointId) {
+  const before = ctx.query.get("before");
+  const status = ctx.query.get("status") ?? "";
+  const q = new URLSearchParams({
+    limit: "25",
+    ...(before ? { before } : {}),
+    ...(status ? { status } : {}),
+  });
+  const res = await get(`/projects/${seg(id)}/webhooks/${seg(endpointId)}/deliveries?${q}`);
+  const base = `#/projects/${encodeURIComponent(id)}/webhooks?endpoint=${endpointId}${status ? `&status=${status}` : ""}`;
+  const rows = res.deliveries.map((d) => {
+    const errors = errorBox();
+    const again = h(
+      "button",
+      {
+        type: "button",
+        class: "secondary small",
+        "aria-label": `Redeliver ${d.event_id}`,
+        onclick: async () => {
+          errors.clear();
+          try {
+            await api(
+              "POST",
+              `/projects/${seg(id)}/webhooks/${seg(endpointId)}/deliveries/${d.id}/redeliver`,
+              {},
+            );
+            announce("Queued for delivery");
+            ctx.refresh();
+          } catch (err) {
+            errors.show(err);
+          }
+        },
+      },
+      "Redeliver",
+    );
+    return [
+      time(d.created_at),
+      d.event_type,
+      badge(d.status, d.status === "succeeded" ? "success" : d.status === "failed" ? "reverted" : "pending"),
+      String(d.attempts),
+      d.last_status_code === null ? "—" : String(d.last_status_code),
+      d.last_error ?? "—",
+      time(d.next_attempt_at),
+      h("div", { class: "row-actions" }, again, errors.el),
+    ];
+  });
+  const filter = h(
+    "p",
+    { class: "row-actions" },
+    "Show: ",
+    ["", "pending", "succeeded", "failed"].map((s) =>
+      h(
+        "a",
+        {
+          href: `#/projects/${encodeURIComponent(id)}/webhooks?endpoint=${endpointId}${s ? `&status=${s}` : ""}`,
+          "aria-current": s === status ? "true" : null,
+          class: "button secondary",
+        },
+        s || "all",
+      ),
+    ),
+  );
+  return section(
+    `Delivery log of endpoint ${endpointId}`,
+    filter,
+    table(
+      "Deliveries, newest first",
+      ["Created", "Event", "Status", "Attempts", "Last HTTP status", "Last error", "Next attempt", "Actions"],
+      rows,
+      "No deliveries yet.",
+    ),
+    h(
+      "nav",
+      { class: "pager", "aria-label": "Delivery pages" },
+      before ? h("a", { href: base, class: "button secondary" }, "Newest") : h("span", {}),
+      res.nextBefore
+        ? h(
+            "a",
+            { href: `${base}&before=${res.nextBefore}`, class: "button secondary", rel: "next" },
+            "Older",
+          )
+        : h("span", {}),
+    ),
+  );
+}

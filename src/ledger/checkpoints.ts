@@ -1,0 +1,83 @@
+import type { Db, Queryable } from "../db/db.ts";
+
+/**
+ * Ledger checkpoints (migrations/012_rollups.sql): a verified balance per project, so that
+ * parity reads the latest checkpoint plus the entries after it instead of the whole ledger.
+ *
+ * A checkpoint is the previous one (or zero) plus the entries after it, written only when that
+ * sum equals the cached balance at the same instant: every checkpoint is itself a parity check
+ * that passed, and a chain of them proves the cache against the whole ledger by induction. A
+ * project whose cache drifts gets no new checkpoint, and its reports keep showing the drift.
+ */
+
+/** A project gets a new checkpoint once this many entries follow its latest one. */
+export const DEFAULT_CHECKPOINT_EVERY = 10_000;
+
+/**
+ * Projects with at least `every` entries after their latest checkpoint, at most `limit` of
+ * them. Each project costs an index range of at most `every` entries.
+ */
+export async function projectsDueForCheckpoint(
+  db: Queryable,
+  every: number,
+  limit: number,
+): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `SELECT p.id FROM projects p
+     WHERE (SELECT count(*) FROM (
+         SELECT 1 FROM ledger_entries l
+         WHERE l.project_id = p.id AND l.id > COALESCE((SELECT max(c.last_entry_id) FROM ledger_checkpoints c
+           WHERE c.project_id = p.id), 0)
+         LIMIT $1) tail) >= $1
+     ORDER BY p.id LIMIT $2`,
+    [every, limit],
+  );
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Writes a checkpoint for each of the projects whose ledger agrees with its cached balance, in
+ * one transaction; returns the projects checkpointed.
+ *
+ * Ledger ids are handed out before their transactions commit, so an entry with a smaller id
+ * than one already visible may still be on its way. A SHARE lock on ledger_entries waits for
+ * every transaction that is writing entries and holds new ones back until this one commits:
+ * inside it the ledger is complete up to its largest id and every later entry gets a larger id,
+ * which is what the "entries after the checkpoint" of a parity read rely on. It is held for
+ * the sums of the tails only (each about `every` entries, index-only), and gives up after
+ * lock_timeout rather than queue authorizations behind it; another instance doing the same
+ * simply waits, and finds the work done (the primary key refuses a duplicate).
+ */
+export async function writeCheckpoints(db: Db, projectIds: string[]): Promise<string[]> {
+  if (projectIds.length === 0) return [];
+  return db.transaction(async (tx) => {
+    await tx.query("SET LOCAL lock_timeout = '2s'");
+    await tx.query("LOCK TABLE ledger_entries IN SHARE MODE");
+    const rows = await tx.query<{ project_id: string }>(
+      `WITH latest AS (
+         SELECT p.id AS project_id, p.gas_tank_balance AS cached,
+           COALESCE(c.last_entry_id, 0) AS after_id, COALESCE(c.balance, 0) AS balance, COALESCE(c.entries, 0) AS entries
+         FROM projects p
+         LEFT JOIN LATERAL (SELECT last_entry_id, balance, entries FROM ledger_checkpoints
+           WHERE project_id = p.id ORDER BY last_entry_id DESC LIMIT 1) c ON true
+         WHERE p.id = ANY($1::text[])
+       ), next AS (
+         SELECT l.project_id, l.cached, t.last_id, l.balance + t.amount AS balance, l.entries + t.n AS entries
+         FROM latest l, LATERAL (SELECT max(e.id) AS last_id, COALESCE(sum(e.amount), 0) AS amount, count(*) AS n
+           FROM ledger_entries e WHERE e.project_id = l.project_id AND e.id > l.after_id) t
+         WHERE t.last_id IS NOT NULL
+       )
+       INSERT INTO ledger_checkpoints (project_id, last_entry_id, balance, entries)
+       SELECT project_id, last_id, balance, entries FROM next WHERE balance = cached
+       ON CONFLICT (project_id, last_entry_id) DO NOTHING
+       RETURNING project_id`,
+      [projectIds],
+    );
+    return rows.map((r) => r.project_id);
+  });
+}
+
+/** One pass: checkpoints up to `limit` projects that are due. */
+export async function checkpointDueProjects(db: Db, every: number, limit: number): Promise<string[]> {
+  return writeCheckpoints(db, await projectsDueForCheckpoint(db, every, limit));
+}

@@ -1,0 +1,183 @@
+/**
+ * The approval webhook: before the service signs a sponsorship, a project that configured one is
+ * asked, with a signed POST (signing.ts), whether to sponsor this operation. It answers 2xx with
+ * `{"approve": true}` or `{"approve": false, "reason": "..."}`; anything else (another status, a
+ * body that is not that, no answer within the project's timeout) is a failure, and the project's
+ * fail mode decides: `open` sponsors, `closed` refuses with `approval_unavailable`.
+ *
+ * Projects without an approval webhook pay nothing per request: their settings are cached like
+ * the project's TTL (one read per KEY_CACHE_TTL_MS per instance), and a change made through this
+ * instance applies at once here and within the cache lifetime elsewhere.
+ */
+import { randomBytes } from "node:crypto";
+import { Lru } from "../api-keys/lru.ts";
+import type { Queryable } from "../db/db.ts";
+import type { ErrorCode } from "../http/catalogue.ts";
+import { signedHeaders } from "./signing.ts";
+import { type ApprovalSettings, readSettings } from "./store.ts";
+
+export interface ApprovalRequest {
+  projectId: string;
+  /** `call`: POST /sponsor/authorize; `operation`: ERC-7677 pm_getPaymasterData. */
+  mode: "call" | "operation";
+  chainId: number;
+  sender: string;
+  calls: { target: string; selector: string }[];
+  maxGasCostWei: bigint;
+  maxTotalGas: bigint;
+  entryPoint?: string;
+  clientNonce?: string | null;
+}
+
+export type ApprovalOutcome =
+  | { kind: "approved"; by: "no_webhook" | "receiver" | "fail_open"; failure?: string }
+  | { kind: "refused"; code: Extract<ErrorCode, "approval_denied" | "approval_unavailable">; detail: string };
+
+export interface ApprovalGate {
+  check(req: ApprovalRequest): Promise<ApprovalOutcome>;
+  /** Drops a project's cached settings (after a change made through this instance). */
+  forget(projectId: string): void;
+}
+
+const MAX_ANSWER_BYTES = 16 * 1024;
+export const MAX_REASON_LENGTH = 256;
+
+export function approvalGate(deps: { db: Queryable; cacheTtlMs: number; now: () => number }): ApprovalGate {
+  const cache = new Lru<string, { settings: ApprovalSettings | null; expiresAt: number }>(10_000);
+  const settingsOf = async (projectId: string): Promise<ApprovalSettings | null> => {
+    const t = deps.now();
+    const hit = cache.get(projectId);
+    if (hit && hit.expiresAt > t) return hit.settings;
+    const { approval } = await readSettings(deps.db, projectId);
+    cache.set(projectId, { settings: approval, expiresAt: t + deps.cacheTtlMs });
+    return approval;
+  };
+  return {
+    async check(req) {
+      const settings = await settingsOf(req.projectId);
+      if (!settings) return { kind: "approved", by: "no_webhook" };
+      const answer = await ask(settings, req, deps.now);
+      return decide(settings.failMode, answer);
+    },
+    forget: (projectId) => void cache.delete(projectId),
+  };
+}
+
+/** What the receiver said, or why it said nothing usable. */
+export type Answer =
+  | { kind: "approve" }
+  | { kind: "deny"; reason: string | null }
+  | { kind: "failure"; why: string };
+
+/** The outcome for an answer under a fail mode. Pure. */
+export function decide(failMode: "open" | "closed", answer: Answer): ApprovalOutcome {
+  switch (answer.kind) {
+    case "approve":
+      return { kind: "approved", by: "receiver" };
+    case "deny":
+      return {
+        kind: "refused",
+        code: "approval_denied",
+        detail: answer.reason
+          ? `the project's approval webhook denied this sponsorship: ${answer.reason}`
+          : "the project's approval webhook denied this sponsorship",
+      };
+    case "failure":
+      return failMode === "open"
+        ? { kind: "approved", by: "fail_open", failure: answer.why }
+        : {
+            kind: "refused",
+            code: "approval_unavailable",
+            detail: `the project's approval webhook did not answer usably (${answer.why}) and the project fails closed`,
+          };
+  }
+}
+
+/** Reads a receiver's answer. Pure: only a 2xx `{"approve": boolean, "reason"?: string}` counts. */
+export function parseAnswer(status: number, text: string): Answer {
+  if (status < 200 || status > 299) return { kind: "failure", why: `HTTP ${status}` };
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return { kind: "failure", why: "the answer is not JSON" };
+  }
+  const approve = (body as { approve?: unknown } | null)?.approve;
+  if (typeof approve !== "boolean") return { kind: "failure", why: "the answer has no boolean `approve`" };
+  if (approve) return { kind: "approve" };
+  const reason = (body as { reason?: unknown }).reason;
+  return {
+    kind: "deny",
+    reason:
+      typeof reason === "string" && reason.trim() !== ""
+        ? printable(reason).slice(0, MAX_REASON_LENGTH)
+        : null,
+  };
+}
+
+/** The request body: the operation as the service is about to sign it. */
+export function approvalBody(id: string, nowMs: number, req: ApprovalRequest): string {
+  return JSON.stringify({
+    id,
+    type: "sponsorship.approval",
+    timestamp: new Date(nowMs).toISOString(),
+    projectId: req.projectId,
+    data: {
+      mode: req.mode,
+      chainId: req.chainId,
+      sender: req.sender,
+      calls: req.calls,
+      maxGasCost: req.maxGasCostWei.toString(),
+      maxTotalGas: req.maxTotalGas.toString(),
+      ...(req.entryPoint ? { entryPoint: req.entryPoint } : {}),
+      ...(req.clientNonce ? { clientNonce: req.clientNonce } : {}),
+    },
+  });
+}
+
+async function ask(settings: ApprovalSettings, req: ApprovalRequest, now: () => number): Promise<Answer> {
+  const id = `apr_${randomBytes(16).toString("hex")}`;
+  const nowMs = now();
+  const body = approvalBody(id, nowMs, req);
+  // One deadline for the whole exchange, the answer's body included.
+  const signal = AbortSignal.timeout(settings.timeoutMs);
+  try {
+    const res = await fetch(settings.url, {
+      method: "POST",
+      headers: {
+        ...signedHeaders([settings.secret], id, Math.floor(nowMs / 1000), body),
+        "user-agent": "gas-sponsorship-webhooks/1",
+      },
+      body,
+      redirect: "manual",
+      signal,
+    });
+    return parseAnswer(res.status, await readCapped(res, MAX_ANSWER_BYTES));
+  } catch (err) {
+    const name = (err as { name?: string }).name;
+    if (name === "TimeoutError" || name === "AbortError") {
+      return { kind: "failure", why: `no answer within ${settings.timeoutMs} ms` };
+    }
+    return { kind: "failure", why: "the request failed" };
+  }
+}
+
+/** Control characters become spaces: the reason ends up in a problem+json detail and in logs. */
+function printable(text: string): string {
+  return [...text].map((c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? " " : c)).join("");
+}
+
+async function readCapped(res: Response, maxBytes: number): Promise<string> {
+  if (!res.body) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > maxBytes) {
+      await res.body.cancel().catch(() => {});
+      return "";
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}

@@ -1,0 +1,186 @@
+/**
+ * webhook_deliveries and webhook_attempts: claiming due deliveries across instances, recording
+ * each attempt, the delivery log and redelivery.
+ *
+ * A claim is one statement: `FOR UPDATE SKIP LOCKED` picks due rows no other instance is claiming
+ * at that moment, and pushing their next_attempt_at past the attempt's timeout (a lease) keeps
+ * them from being claimed again while the HTTP request is in flight, without holding a
+ * transaction open across it. An instance that dies mid-attempt (SIGKILL, a lost host) leaves
+ * its rows to be claimed again when the lease runs out: at least once, never lost.
+ */
+import type { Queryable } from "../db/db.ts";
+
+export interface ClaimedDelivery {
+  id: number;
+  attempt: number;
+  url: string;
+  /** The current secret, then the previous one while it is still honoured. */
+  secrets: string[];
+  eventId: string;
+  type: string;
+  projectId: string;
+  payload: unknown;
+  createdAt: Date;
+}
+
+export async function claimDue(db: Queryable, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  const rows = await db.query<{
+    id: number;
+    attempts: number;
+    url: string;
+    secret: string;
+    previous_secret: string | null;
+    event_id: string;
+    type: string;
+    project_id: string;
+    payload: unknown;
+    created_at: Date;
+  }>(
+    `WITH due AS (
+       SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.enabled
+       WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+       ORDER BY d.next_attempt_at, d.id LIMIT $1 FOR UPDATE OF d SKIP LOCKED)
+     UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
+       next_attempt_at = now() + make_interval(secs => $2::double precision / 1000)
+     FROM due, webhook_endpoints e, event_outbox ev
+     WHERE d.id = due.id AND e.id = d.endpoint_id AND ev.id = d.event_id
+     RETURNING d.id, d.attempts, e.url, e.secret,
+       CASE WHEN e.previous_secret_until > now() THEN e.previous_secret END AS previous_secret,
+       ev.event_id, ev.type, ev.project_id, ev.payload, ev.created_at`,
+    [limit, leaseMs],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    attempt: r.attempts,
+    url: r.url,
+    secrets: r.previous_secret ? [r.secret, r.previous_secret] : [r.secret],
+    eventId: r.event_id,
+    type: r.type,
+    projectId: r.project_id,
+    payload: r.payload,
+    createdAt: r.created_at,
+  }));
+}
+
+export interface AttemptResult {
+  startedAt: Date;
+  latencyMs: number;
+  statusCode: number | null;
+  error: string | null;
+  /** succeeded; retry after delayMs; or failed for good. */
+  next: { kind: "succeeded" } | { kind: "retry"; delayMs: number } | { kind: "failed" };
+}
+
+/**
+ * Records an attempt and moves the delivery on, in one transaction. A delivery that was
+ * redelivered or claimed anew meanwhile (its attempt counter moved) keeps its new state; the
+ * attempt is logged all the same.
+ */
+export async function recordAttempt(
+  db: { transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> },
+  delivery: { id: number; attempt: number },
+  r: AttemptResult,
+): Promise<void> {
+  const status = r.next.kind === "retry" ? "pending" : r.next.kind;
+  const delayMs = r.next.kind === "retry" ? r.next.delayMs : null;
+  await db.transaction(async (tx) => {
+    const [row] = await tx.query<{ next_at: Date | null }>(
+      `UPDATE webhook_deliveries SET status = $3, last_status_code = $4, last_error = $5,
+         next_attempt_at = CASE WHEN $6::bigint IS NULL THEN next_attempt_at
+           ELSE now() + make_interval(secs => $6::double precision / 1000) END,
+         completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE now() END
+       WHERE id = $1 AND attempts = $2 AND status = 'pending'
+       RETURNING CASE WHEN status = 'pending' THEN next_attempt_at END AS next_at`,
+      [delivery.id, delivery.attempt, status, r.statusCode, r.error, delayMs],
+    );
+    await tx.query(
+      `INSERT INTO webhook_attempts (delivery_id, attempt, started_at, latency_ms, status_code, error, next_attempt_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+      [delivery.id, delivery.attempt, r.startedAt, r.latencyMs, r.statusCode, r.error, row?.next_at ?? null],
+    );
+  });
+}
+
+/** Hands a claim back unattempted (the worker is stopping): due again at once, for any instance. */
+export async function releaseClaim(db: Queryable, delivery: { id: number; attempt: number }): Promise<void> {
+  await db.query(
+    `UPDATE webhook_deliveries SET attempts = attempts - 1, next_attempt_at = now()
+     WHERE id = $1 AND attempts = $2 AND status = 'pending'`,
+    [delivery.id, delivery.attempt],
+  );
+}
+
+export interface DeliveryView {
+  id: number;
+  event_id: string;
+  event_type: string;
+  status: string;
+  attempts: number;
+  next_attempt_at: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: string;
+  completed_at: string | null;
+  log: {
+    attempt: number;
+    started_at: string;
+    latency_ms: number;
+    status_code: number | null;
+    error: string | null;
+    next_attempt_at: string | null;
+  }[];
+}
+
+/** Attempts shown per delivery in the log: the most recent ones. */
+export const LOG_ATTEMPTS_SHOWN = 50;
+
+/** An endpoint's deliveries, newest first, each with its latest attempts; `beforeId` pages. */
+export async function listDeliveries(
+  db: Queryable,
+  endpointId: number,
+  q: { limit: number; beforeId: number | null; status: string | null },
+): Promise<DeliveryView[]> {
+  const rows = await db.query<
+    Omit<DeliveryView, "log" | "next_attempt_at"> & {
+      next_at: string | null;
+      log: DeliveryView["log"] | null;
+    }
+  >(
+    `SELECT d.id, ev.event_id, ev.type AS event_type, d.status, d.attempts,
+       CASE WHEN d.status = 'pending' THEN to_char(d.next_attempt_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END AS next_at,
+       d.last_status_code, d.last_error,
+       to_char(d.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
+       to_char(d.completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS completed_at,
+       (SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt,
+            'started_at', to_char(a.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+            'latency_ms', a.latency_ms, 'status_code', a.status_code, 'error', a.error,
+            'next_attempt_at', to_char(a.next_attempt_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+          ORDER BY a.id)
+        FROM (SELECT * FROM webhook_attempts WHERE delivery_id = d.id ORDER BY id DESC LIMIT ${LOG_ATTEMPTS_SHOWN}) a) AS log
+     FROM webhook_deliveries d JOIN event_outbox ev ON ev.id = d.event_id
+     WHERE d.endpoint_id = $1 AND ($2::bigint IS NULL OR d.id < $2) AND ($3::text IS NULL OR d.status = $3)
+     ORDER BY d.id DESC LIMIT $4`,
+    [endpointId, q.beforeId, q.status, q.limit],
+  );
+  return rows.map(({ next_at, log, ...r }) => ({ ...r, next_attempt_at: next_at, log: log ?? [] }));
+}
+
+/**
+ * Puts a delivery back in the queue at once with a fresh schedule of attempts (the log keeps the
+ * earlier ones). The receiver gets the same event id, so it can tell a redelivery from a new event.
+ */
+export async function redeliver(
+  db: Queryable,
+  projectId: string,
+  endpointId: number,
+  deliveryId: number,
+): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL
+     FROM webhook_endpoints e
+     WHERE d.id = $3 AND d.endpoint_id = $2 AND e.id = d.endpoint_id AND e.project_id = $1
+     RETURNING d.id`,
+    [projectId, endpointId, deliveryId],
+  );
+  return rows.length > 0;
+}

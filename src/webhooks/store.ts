@@ -1,0 +1,230 @@
+/**
+ * The webhook tables (migrations/009_webhooks.sql): endpoints, per-project settings, deliveries
+ * and their attempts. This module is their only writer; secrets are read here for signing and
+ * never returned by the listing functions.
+ */
+import type { Queryable } from "../db/db.ts";
+
+export const MAX_ENDPOINTS_PER_PROJECT = 10;
+/** How long a rotated-out secret keeps signing beside the new one. */
+export const PREVIOUS_SECRET_GRACE_HOURS = 24;
+
+export interface Endpoint {
+  id: number;
+  url: string;
+  event_types: string[];
+  description: string;
+  enabled: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+const ENDPOINT_COLUMNS = "id, url, event_types, description, enabled, created_at, updated_at";
+
+interface EndpointRow extends Omit<Endpoint, "created_at" | "updated_at"> {
+  created_at: Date;
+  updated_at: Date;
+}
+
+function toEndpoint(r: EndpointRow): Endpoint {
+  return {
+    id: r.id,
+    url: r.url,
+    event_types: r.event_types,
+    description: r.description,
+    enabled: r.enabled,
+    created_at: r.created_at.toISOString(),
+    updated_at: r.updated_at.toISOString(),
+  };
+}
+
+export async function listEndpoints(db: Queryable, projectId: string): Promise<Endpoint[]> {
+  const rows = await db.query<EndpointRow>(
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE project_id = $1 ORDER BY id`,
+    [projectId],
+  );
+  return rows.map(toEndpoint);
+}
+
+export async function getEndpoint(db: Queryable, projectId: string, id: number): Promise<Endpoint | null> {
+  const rows = await db.query<EndpointRow>(
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE project_id = $1 AND id = $2`,
+    [projectId, id],
+  );
+  return rows[0] ? toEndpoint(rows[0]) : null;
+}
+
+/**
+ * Adds an endpoint, or returns null when the project already has its maximum. The project row is
+ * locked so that concurrent creations cannot overshoot the bound.
+ */
+export async function createEndpoint(
+  tx: Queryable,
+  e: { projectId: string; url: string; eventTypes: string[]; description: string; secret: string },
+): Promise<Endpoint | null> {
+  await tx.query("SELECT id FROM projects WHERE id = $1 FOR UPDATE", [e.projectId]);
+  const [{ n }] = (await tx.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM webhook_endpoints WHERE project_id = $1",
+    [e.projectId],
+  )) as [{ n: number }];
+  if (n >= MAX_ENDPOINTS_PER_PROJECT) return null;
+  const rows = await tx.query<EndpointRow>(
+    `INSERT INTO webhook_endpoints (project_id, url, event_types, description, secret)
+     VALUES ($1, $2, $3, $4, $5) RETURNING ${ENDPOINT_COLUMNS}`,
+    [e.projectId, e.url, e.eventTypes, e.description, e.secret],
+  );
+  return toEndpoint(rows[0]!);
+}
+
+export async function updateEndpoint(
+  db: Queryable,
+  projectId: string,
+  id: number,
+  change: { url?: string; eventTypes?: string[]; description?: string; enabled?: boolean },
+): Promise<Endpoint | null> {
+  const rows = await db.query<EndpointRow>(
+    `UPDATE webhook_endpoints SET url = COALESCE($3, url), event_types = COALESCE($4, event_types),
+       description = COALESCE($5, description), enabled = COALESCE($6, enabled), updated_at = now()
+     WHERE project_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}`,
+    [
+      projectId,
+      id,
+      change.url ?? null,
+      change.eventTypes ?? null,
+      change.description ?? null,
+      change.enabled ?? null,
+    ],
+  );
+  return rows[0] ? toEndpoint(rows[0]) : null;
+}
+
+/** Deletes the endpoint with its deliveries and their log. */
+export async function deleteEndpoint(db: Queryable, projectId: string, id: number): Promise<boolean> {
+  const rows = await db.query(
+    "DELETE FROM webhook_endpoints WHERE project_id = $1 AND id = $2 RETURNING id",
+    [projectId, id],
+  );
+  return rows.length > 0;
+}
+
+/** Replaces the secret; the previous one keeps signing for PREVIOUS_SECRET_GRACE_HOURS. */
+export async function rotateEndpointSecret(
+  db: Queryable,
+  projectId: string,
+  id: number,
+  secret: string,
+): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE webhook_endpoints SET previous_secret = secret,
+       previous_secret_until = now() + make_interval(hours => $4), secret = $3, updated_at = now()
+     WHERE project_id = $1 AND id = $2 RETURNING id`,
+    [projectId, id, secret, PREVIOUS_SECRET_GRACE_HOURS],
+  );
+  return rows.length > 0;
+}
+
+// Settings ----------------------------------------------------------------------------------
+
+export type FailMode = "open" | "closed";
+
+export interface ApprovalSettings {
+  url: string;
+  secret: string;
+  timeoutMs: number;
+  failMode: FailMode;
+}
+
+export interface ProjectWebhookSettings {
+  lowBalanceThresholdWei: bigint | null;
+  approval: ApprovalSettings | null;
+}
+
+export async function readSettings(db: Queryable, projectId: string): Promise<ProjectWebhookSettings> {
+  const rows = await db.query<{
+    threshold: string | null;
+    url: string | null;
+    secret: string | null;
+    timeout_ms: number;
+    fail_mode: FailMode;
+  }>(
+    `SELECT low_balance_threshold::text AS threshold, approval_url AS url, approval_secret AS secret,
+       approval_timeout_ms AS timeout_ms, approval_fail_mode AS fail_mode
+     FROM project_webhook_settings WHERE project_id = $1`,
+    [projectId],
+  );
+  const r = rows[0];
+  if (!r) return { lowBalanceThresholdWei: null, approval: null };
+  return {
+    lowBalanceThresholdWei: r.threshold === null ? null : BigInt(r.threshold),
+    approval:
+      r.url && r.secret
+        ? { url: r.url, secret: r.secret, timeoutMs: r.timeout_ms, failMode: r.fail_mode }
+        : null,
+  };
+}
+
+/**
+ * Sets the approval webhook. The secret is kept when one exists (a change of URL or timeout does
+ * not invalidate the receiver's copy) unless `newSecret` is forced; returns the secret when it is
+ * new, for the response to show once.
+ */
+export async function putApproval(
+  tx: Queryable,
+  projectId: string,
+  a: { url: string; timeoutMs: number; failMode: FailMode },
+  candidateSecret: string,
+  rotate: boolean,
+): Promise<{ secret: string | null }> {
+  const rows = await tx.query<{ secret: string; fresh: boolean }>(
+    `INSERT INTO project_webhook_settings AS s (project_id, approval_url, approval_secret, approval_timeout_ms, approval_fail_mode)
+     VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (project_id) DO UPDATE SET approval_url = EXCLUDED.approval_url,
+       approval_secret = CASE WHEN $6 OR s.approval_secret IS NULL THEN EXCLUDED.approval_secret ELSE s.approval_secret END,
+       approval_timeout_ms = EXCLUDED.approval_timeout_ms, approval_fail_mode = EXCLUDED.approval_fail_mode,
+       updated_at = now()
+     RETURNING approval_secret AS secret, approval_secret = $3 AS fresh`,
+    [projectId, a.url, candidateSecret, a.timeoutMs, a.failMode, rotate],
+  );
+  return { secret: rows[0]!.fresh ? rows[0]!.secret : null };
+}
+
+export async function deleteApproval(db: Queryable, projectId: string): Promise<boolean> {
+  const rows = await db.query(
+    `UPDATE project_webhook_settings SET approval_url = NULL, approval_secret = NULL, updated_at = now()
+     WHERE project_id = $1 AND approval_url IS NOT NULL RETURNING 1`,
+    [projectId],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * Sets the low-balance threshold (null: none). When the balance is below the new threshold but was
+ * not below the old one, this is a crossing too: `balance.low` is emitted in the same transaction.
+ */
+export async function putLowBalanceThreshold(
+  tx: Queryable,
+  projectId: string,
+  thresholdWei: bigint | null,
+): Promise<void> {
+  const [project] = await tx.query<{ balance: string; old: string | null }>(
+    `SELECT p.gas_tank_balance::text AS balance, s.low_balance_threshold::text AS old
+     FROM projects p LEFT JOIN project_webhook_settings s ON s.project_id = p.id
+     WHERE p.id = $1 FOR UPDATE OF p`,
+    [projectId],
+  );
+  await tx.query(
+    `INSERT INTO project_webhook_settings AS s (project_id, low_balance_threshold) VALUES ($1, $2)
+     ON CONFLICT (project_id) DO UPDATE SET low_balance_threshold = EXCLUDED.low_balance_threshold, updated_at = now()`,
+    [projectId, thresholdWei?.toString() ?? null],
+  );
+  if (!project || thresholdWei === null) return;
+  const balance = BigInt(project.balance);
+  const wasBelow = project.old !== null && balance < BigInt(project.old);
+  if (balance < thresholdWei && !wasBelow) {
+    await tx.query(
+      `SELECT emit_event($1, 'balance.low', jsonb_build_object('balance', $2::text, 'threshold', $3::text))
+       WHERE webhook_subscribed($1, 'balance.low')`,
+      [projectId, balance.toString(), thresholdWei.toString()],
+    );
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * The delivery worker: claims due deliveries (deliveries.ts), POSTs each signed event to its
+ * endpoint with a bounded timeout, and records the attempt with what comes next (schedule.ts).
+ * Any number of instances may run it against one database; claims never overlap, and a killed
+ * instance's claims come back when their lease ends. Delivery is at least once: a receiver
+ * de-duplicates on `webhook-id`, the event's id, which every retry and redelivery repeats.
+ */
+import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
+import type { Db } from "../db/db.ts";
+import { type ClaimedDelivery, claimDue, recordAttempt, releaseClaim } from "./deliveries.ts";
+import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
+import { signedHeaders } from "./signing.ts";
+
+export interface WorkerOptions {
+  retry: RetryPolicy;
+  /** Bound on one attempt: connecting, sending, and the receiver's answer. */
+  timeoutMs: number;
+  /** How often the outbox is polled when there is nothing to do. */
+  pollIntervalMs: number;
+  /** Deliveries in flight at once per instance. */
+  concurrency?: number;
+  random?: () => number;
+  now?: () => number;
+}
+
+export interface WebhookWorker {
+  start(log?: WatcherLog): void;
+  stop(): Promise<void>;
+  /** One pass over what is due (tests drive the worker with it). Returns how many were attempted. */
+  drain(): Promise<number>;
+}
+
+/** An event as its endpoint receives it. The body is built from the stored row, so every retry sends the same bytes. */
+export function eventBody(
+  d: Pick<ClaimedDelivery, "eventId" | "type" | "projectId" | "payload" | "createdAt">,
+): string {
+  return JSON.stringify({
+    id: d.eventId,
+    type: d.type,
+    timestamp: d.createdAt.toISOString(),
+    projectId: d.projectId,
+    data: d.payload,
+  });
+}
+
+export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
+  const concurrency = options.concurrency ?? 16;
+  const random = options.random ?? Math.random;
+  const now = options.now ?? Date.now;
+  // Past the attempt's own timeout, with room to record its result: only a dead instance's
+  // claims outlive it.
+  const leaseMs = 2 * options.timeoutMs + 1000;
+  let log: WatcherLog | undefined;
+  // Aborted on stop: requests in flight end at once and their deliveries are handed back.
+  let stopping = new AbortController();
+
+  const attempt = async (d: ClaimedDelivery): Promise<void> => {
+    const body = eventBody(d);
+    const startedAt = new Date(now());
+    const headers = signedHeaders(d.secrets, d.eventId, Math.floor(startedAt.getTime() / 1000), body);
+    let statusCode: number | null = null;
+    let error: string | null = null;
+    try {
+      const res = await fetch(d.url, {
+        method: "POST",
+        headers: { ...headers, "user-agent": "gas-sponsorship-webhooks/1" },
+        body,
+        redirect: "manual",
+        signal: AbortSignal.any([AbortSignal.timeout(options.timeoutMs), stopping.signal]),
+      });
+      statusCode = res.status;
+      // The answer's body is not needed; dropping it frees the connection.
+      await res.body?.cancel().catch(() => {});
+      if (!delivered(res.status)) error = `HTTP ${res.status}`;
+    } catch (err) {
+      if (stopping.signal.aborted) {
+        await releaseClaim(db, d);
+        return;
+      }
+      error = describeFailure(err, options.timeoutMs);
+    }
+    const latencyMs = Math.max(0, now() - startedAt.getTime());
+    const ok = error === null;
+    const after = ok ? null : afterFailure(options.retry, d.attempt, random());
+    const next = ok
+      ? ({ kind: "succeeded" } as const)
+      : after!.kind === "retry"
+        ? { kind: "retry" as const, delayMs: after!.delayMs }
+        : ({ kind: "failed" } as const);
+    await recordAttempt(db, d, { startedAt, latencyMs, statusCode, error, next });
+    if (next.kind === "failed") {
+      log?.warn(
+        { delivery: d.id, event: d.eventId, attempts: d.attempt, error },
+        "webhook delivery failed for good",
+      );
+    }
+  };
+
+  const drain = async (): Promise<number> => {
+    let total = 0;
+    while (!stopping.signal.aborted) {
+      const claimed = await claimDue(db, concurrency, leaseMs);
+      await Promise.all(claimed.map(attempt));
+      total += claimed.length;
+      if (claimed.length < concurrency) break;
+    }
+    return total;
+  };
+
+  let loop: PollLoop | null = null;
+  return {
+    start(l) {
+      log = l;
+      stopping = new AbortController();
+      loop = pollLoop(drain, {
+        name: "webhooks",
+        intervalMs: options.pollIntervalMs,
+        maxBackoffMs: 30_000,
+        ...(l ? { log: l } : {}),
+      });
+      loop.start();
+    },
+    async stop() {
+      stopping.abort();
+      await loop?.stop();
+      loop = null;
+    },
+    drain,
+  };
+}
+
+/** A short, safe description of a failed attempt (no URL: it may carry a token in its path). */
+function describeFailure(err: unknown, timeoutMs: number): string {
+  const e = err as { name?: string; cause?: { code?: string } };
+  if (e.name === "TimeoutError" || e.name === "AbortError") return `timed out after ${timeoutMs} ms`;
+  if (e.cause?.code) return `connection failed: ${e.cause.code}`;
+  return "request failed";
+}

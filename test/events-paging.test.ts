@@ -1,0 +1,140 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { FILTERED_TOTAL_CAP } from "../src/analytics/store.ts";
+import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+const TARGETS = ["0x5fbdb2315678afecb367f032d93f642f64180aa3", "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512"];
+const SENDERS = ["0x70997970c51812dc3a010c7d01b50e0d17dc79c8", "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc"];
+const STATUSES = ["pending", "success", "reverted", "expired"];
+const BASE_MS = Date.parse("2026-11-01T00:00:00Z");
+const N = 60;
+
+interface Ev {
+  id: number;
+  sender: string;
+  target: string;
+  status: string;
+  created_at: string;
+}
+
+/** N events of one project: event g has sender g%2, target g%3==0, status g%4, created g hours after BASE. */
+async function seeded() {
+  const p = await seedProject(t);
+  await t.db.query(
+    `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
+       max_gas_cost, valid_after, valid_until, status, created_at, settled_at)
+     SELECT '0x' || md5($1 || g) || md5(g || $1), $1, 14601, ($2::text[])[g % 2 + 1],
+       ($3::text[])[(g % 3 = 0)::int + 1], '0xa0712d68', 1000 + g, 100, 1, 2, ($4::text[])[g % 4 + 1],
+       $5::timestamptz + g * interval '1 hour',
+       CASE WHEN g % 4 = 0 THEN NULL ELSE $5::timestamptz + g * interval '1 hour' END
+     FROM generate_series(1, ${N}) g`,
+    [p.projectId, SENDERS, TARGETS, STATUSES, new Date(BASE_MS)],
+  );
+  return p;
+}
+
+async function get(p: { projectId: string; ownerToken: string }, query: string) {
+  return t.request({
+    method: "GET",
+    url: `/projects/${p.projectId}/analytics/events?${query}`,
+    token: p.ownerToken,
+  });
+}
+
+/** Every page of a query by cursor, in order. */
+async function walk(p: { projectId: string; ownerToken: string }, query: string, limit: number) {
+  const seen: Ev[] = [];
+  let cursor: string | undefined;
+  for (let pages = 0; pages < 100; pages++) {
+    const res = await get(p, `${query}&limit=${limit}${cursor ? `&cursor=${cursor}` : ""}`);
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json();
+    seen.push(...body.events);
+    if (!body.nextCursor) return { seen, total: body.total as number };
+    assert.equal(body.events.length, limit, "only a full page promises more");
+    cursor = body.nextCursor;
+  }
+  throw new Error("the cursor never ended");
+}
+
+describe("analytics events: cursor and filters", () => {
+  it("walks every event newest first by cursor, the same as offset pages, with total from the rollups", async () => {
+    const p = await seeded();
+    const byOffset: Ev[] = [];
+    for (let offset = 0; offset < N; offset += 7) {
+      const res = await get(p, `limit=7&offset=${offset}`);
+      assert.equal(res.json().total, N);
+      byOffset.push(...res.json().events);
+    }
+    const { seen, total } = await walk(p, "", 7);
+    assert.equal(total, N);
+    assert.deepEqual(seen, byOffset);
+    assert.deepEqual(
+      seen.map((e) => e.id),
+      [...seen.map((e) => e.id)].sort((a, b) => b - a),
+    );
+    assert.equal(new Set(seen.map((e) => e.id)).size, N);
+    // The last page's answer carries no cursor; an exact multiple of the limit ends on an empty page.
+    assert.equal((await get(p, `limit=${N}`)).json().nextCursor, undefined);
+  });
+
+  it("filters by status (exact total), sender, target and time range, by cursor as by offset", async () => {
+    const p = await seeded();
+    const all = (await walk(p, "", 200)).seen;
+    const cases: [string, (e: Ev) => boolean][] = [
+      ["status=success", (e) => e.status === "success"],
+      [`sender=${SENDERS[1]!.toUpperCase().replace("0X", "0x")}`, (e) => e.sender === SENDERS[1]],
+      [`target=${TARGETS[1]}&status=expired`, (e) => e.target === TARGETS[1] && e.status === "expired"],
+      [
+        `from=${new Date(BASE_MS + 10 * 3_600_000).toISOString()}&to=${new Date(BASE_MS + 20 * 3_600_000).toISOString()}`,
+        (e) =>
+          Date.parse(e.created_at) >= BASE_MS + 10 * 3_600_000 &&
+          Date.parse(e.created_at) < BASE_MS + 20 * 3_600_000,
+      ],
+    ];
+    for (const [query, keep] of cases) {
+      const expected = all.filter(keep);
+      const { seen, total } = await walk(p, query, 4);
+      assert.deepEqual(seen, expected, query);
+      assert.equal(total, expected.length, query);
+      const firstPage = await get(p, `${query}&limit=3&offset=2`);
+      assert.deepEqual(firstPage.json().events, expected.slice(2, 5), query);
+    }
+    assert.equal((await get(p, "from=2026-11-02T00:00:00Z&to=2026-11-02T00:00:00Z")).statusCode, 400);
+  });
+
+  it("refuses a cursor it did not issue, or a cursor with an offset", async () => {
+    const p = await seeded();
+    const next = (await get(p, "limit=5")).json().nextCursor as string;
+    assert.ok(next);
+    for (const q of [`cursor=${next}&offset=5`, "cursor=bm9wZQ", "cursor=", `cursor=${next}x!`]) {
+      const res = await get(p, q);
+      assert.equal(res.statusCode, 400, q);
+      if (q !== "cursor=") assert.equal(res.json().code, "invalid_cursor", q);
+    }
+    assert.equal((await get(p, `cursor=${next}&offset=0`)).statusCode, 200);
+  });
+
+  it("caps a filtered total and says so", async () => {
+    const p = await seedProject(t);
+    await t.db.query(
+      `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
+         max_gas_cost, valid_after, valid_until)
+       SELECT '0x' || md5($1 || g) || md5(g || $1), $1, 14601, $2, $3, '0xa0712d68', 1000, 100, 1, 2
+       FROM generate_series(1, ${FILTERED_TOTAL_CAP + 5}) g`,
+      [p.projectId, SENDERS[0], TARGETS[0]],
+    );
+    const filtered = (await get(p, `sender=${SENDERS[0]}&limit=1`)).json();
+    assert.equal(filtered.total, FILTERED_TOTAL_CAP);
+    assert.equal(filtered.totalCapped, true);
+    const whole = (await get(p, "limit=1")).json();
+    assert.equal(whole.total, FILTERED_TOTAL_CAP + 5);
+    assert.equal(whole.totalCapped, undefined);
+  });
+});

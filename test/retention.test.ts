@@ -1,0 +1,110 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { creditDeposit } from "../src/ledger/ledger.ts";
+import { maintenance } from "../src/retention/maintenance.ts";
+import { forgetExpiredReplays, REPLAY_RETENTION_MS } from "../src/retention/replays.ts";
+import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+
+let clock = Date.parse("2026-11-20T12:00:00Z");
+let t: TestApp;
+before(async () => {
+  t = await startTestApp({ now: () => clock });
+});
+after(() => t.close());
+
+const TARGET = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
+const SELECTOR = "0xa0712d68";
+
+async function fundedProject() {
+  const p = await seedProject(t);
+  await creditDeposit(t.db, {
+    projectId: p.projectId,
+    reference: `ret:${p.projectId}`,
+    amountWei: 10n ** 18n,
+  });
+  const res = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/allowlist`,
+    token: p.ownerToken,
+    payload: { targetContract: TARGET, functionSelector: SELECTOR },
+  });
+  assert.equal(res.statusCode, 201);
+  return p;
+}
+
+function authorize(p: { projectId: string; apiKey: string }, clientNonce: string) {
+  return t.request({
+    method: "POST",
+    url: "/sponsor/authorize",
+    token: p.apiKey,
+    payload: {
+      projectId: p.projectId,
+      user: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8",
+      target: TARGET,
+      selector: SELECTOR,
+      estimatedGas: 50_000,
+      chainId: 14601,
+      clientNonce,
+    },
+  });
+}
+
+async function kept(projectId: string) {
+  return t.db.query<{ nonce: string | null; digest: string | null; response: string | null }>(
+    `SELECT client_nonce AS nonce, request_digest AS digest, response FROM sponsorships
+     WHERE project_id = $1 ORDER BY id`,
+    [projectId],
+  );
+}
+
+describe("replay retention", () => {
+  it("forgets the stored response, digest and nonce once 24 hours are over, and only then", async () => {
+    const p = await fundedProject();
+    const first = await authorize(p, "order-1");
+    assert.equal(first.statusCode, 200);
+    clock += 2 * 3_600_000;
+    const recent = await authorize(p, "order-2");
+    assert.equal(recent.statusCode, 200);
+    // Within 24 hours the nonce replays byte for byte.
+    assert.equal((await authorize(p, "order-1")).body, first.body);
+
+    clock += REPLAY_RETENTION_MS - 3_600_000; // order-1 is 23 h + 1 h old, order-2 23 h.
+    assert.equal(await forgetExpiredReplays(t.db, clock, 1000), 1);
+    const [old, young] = await kept(p.projectId);
+    assert.deepEqual(old, { nonce: null, digest: null, response: null });
+    assert.equal(young!.nonce, "order-2");
+    assert.ok(young!.response && young!.digest);
+
+    // Past 24 hours the nonce is a new request, as it was before retention existed.
+    const again = await authorize(p, "order-1");
+    assert.equal(again.statusCode, 200);
+    assert.notEqual(again.body, first.body);
+    assert.equal((await kept(p.projectId)).length, 3);
+    // The figures are untouched by forgetting (the rollups ignore these columns).
+    const events = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/analytics/events`,
+      token: p.ownerToken,
+    });
+    assert.equal(events.json().total, 3);
+  });
+
+  it("works in bounded batches that instances can share, until nothing is left", async () => {
+    const p = await fundedProject();
+    for (let i = 0; i < 7; i++) assert.equal((await authorize(p, `batch-${i}`)).statusCode, 200);
+    clock += REPLAY_RETENTION_MS + 1000;
+    const job = maintenance(t.db, {
+      intervalMs: 0,
+      batchSize: 3,
+      checkpointEvery: 1_000_000,
+      now: () => clock,
+    });
+    // Two passes side by side (two instances): SKIP LOCKED shares the rows, none is cleared twice.
+    const [a, b] = await Promise.all([job.pass(), job.pass()]);
+    assert.ok(a.forgotten + b.forgotten >= 7);
+    assert.ok(
+      (await kept(p.projectId)).every((r) => r.nonce === null && r.response === null && r.digest === null),
+    );
+    assert.equal((await job.pass()).forgotten, 0);
+  });
+});

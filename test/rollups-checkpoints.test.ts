@@ -1,0 +1,181 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import {
+  checkpointDueProjects,
+  projectsDueForCheckpoint,
+  writeCheckpoints,
+} from "../src/ledger/checkpoints.ts";
+import { creditDeposit, parity, reserve } from "../src/ledger/ledger.ts";
+import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+const TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+const SELECTOR = "0xa0712d68";
+
+async function project() {
+  const p = await seedProject(t);
+  await t.db.query(
+    "INSERT INTO allowlist_entries (project_id, target_contract, function_selector) VALUES ($1, $2, $3)",
+    [p.projectId, TARGET, SELECTOR],
+  );
+  return p;
+}
+
+async function activity(projectId: string, n: number) {
+  for (let i = 0; i < n; i++) {
+    await creditDeposit(t.db, {
+      projectId,
+      reference: `cp:${randomBytes(6).toString("hex")}`,
+      amountWei: 1000n,
+    });
+    await reserve(t.db, {
+      projectId,
+      clientNonce: null,
+      requestDigest: null,
+      authId: `0x${randomBytes(32).toString("hex")}`,
+      apiKeyId: null,
+      chainId: 14601,
+      sender: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+      target: TARGET,
+      selector: SELECTOR,
+      estimatedGas: 1000n,
+      maxGasCostWei: 300n,
+      maxFeePerGasWei: 2n,
+      maxPriorityFeePerGasWei: 1n,
+      paymaster: "0x00000000000000000000000000000000000000aa",
+      validAfterSec: 1_800_000_000,
+      validUntilSec: 1_800_000_300,
+      response: null,
+      requestedAtMs: Date.now(),
+    });
+  }
+}
+
+const both = async (id: string) => ({
+  checkpoint: (await parity(t.db, [id]))[0]!,
+  scratch: (await parity(t.db, [id], { fromScratch: true }))[0]!,
+});
+
+/** Runs `sql` with the append-only triggers off, as an attacker with the table's ownership could. */
+async function tamper(table: string, trigger: string, sql: string, params: unknown[]) {
+  await t.db.transaction(async (tx) => {
+    await tx.query(`ALTER TABLE ${table} DISABLE TRIGGER ${trigger}`);
+    await tx.query(sql, params);
+    await tx.query(`ALTER TABLE ${table} ENABLE TRIGGER ${trigger}`);
+  });
+}
+
+describe("ledger checkpoints", () => {
+  it("give the same parity as the whole ledger, before and after new entries, and only when due", async () => {
+    const p = await project();
+    await activity(p.projectId, 5);
+    assert.ok(!(await projectsDueForCheckpoint(t.db, 11, 1000)).includes(p.projectId));
+    assert.ok((await projectsDueForCheckpoint(t.db, 10, 1000)).includes(p.projectId));
+    assert.deepEqual(await writeCheckpoints(t.db, [p.projectId]), [p.projectId]);
+    const [cp] = await t.db.query<{ balance: string; entries: string }>(
+      "SELECT balance::text, entries::text FROM ledger_checkpoints WHERE project_id = $1",
+      [p.projectId],
+    );
+    assert.deepEqual(cp, { balance: "3500", entries: "10" });
+    let r = await both(p.projectId);
+    assert.deepEqual(r.checkpoint, r.scratch);
+    assert.equal(r.checkpoint.ledgerBalance, "3500");
+    assert.equal(r.checkpoint.inSync, true);
+
+    await activity(p.projectId, 3);
+    r = await both(p.projectId);
+    assert.deepEqual(r.checkpoint, r.scratch);
+    // The next checkpoint chains from the first; nothing new means nothing written.
+    await checkpointDueProjects(t.db, 6, 1000);
+    await checkpointDueProjects(t.db, 6, 1000);
+    const rows = await t.db.query<{ balance: string; entries: string }>(
+      "SELECT balance::text, entries::text FROM ledger_checkpoints WHERE project_id = $1 ORDER BY last_entry_id",
+      [p.projectId],
+    );
+    assert.deepEqual(rows.at(-1), { balance: "5600", entries: "16" });
+    assert.equal(rows.length, 2);
+    assert.deepEqual((await both(p.projectId)).checkpoint, (await both(p.projectId)).scratch);
+  });
+
+  it("are append-only, and a checkpoint is not written over a drifting cache", async () => {
+    const p = await project();
+    await activity(p.projectId, 2);
+    await writeCheckpoints(t.db, [p.projectId]);
+    await assert.rejects(
+      t.db.query("UPDATE ledger_checkpoints SET balance = 0 WHERE project_id = $1", [p.projectId]),
+      /append-only/,
+    );
+    await assert.rejects(
+      t.db.query("DELETE FROM ledger_checkpoints WHERE project_id = $1", [p.projectId]),
+      /append-only/,
+    );
+
+    await activity(p.projectId, 1);
+    await t.db.query("UPDATE projects SET gas_tank_balance = gas_tank_balance + 1 WHERE id = $1", [
+      p.projectId,
+    ]);
+    assert.deepEqual(await writeCheckpoints(t.db, [p.projectId]), []);
+    const r = await both(p.projectId);
+    assert.equal(r.checkpoint.delta, "1");
+    assert.deepEqual(r.checkpoint, r.scratch);
+  });
+
+  it("detect a tampered checkpoint, and a tampered ledger (after the checkpoint; before it, from scratch)", async () => {
+    const p = await project();
+    await activity(p.projectId, 3);
+    await writeCheckpoints(t.db, [p.projectId]);
+    await activity(p.projectId, 1);
+    assert.equal((await both(p.projectId)).checkpoint.inSync, true);
+
+    await tamper(
+      "ledger_checkpoints",
+      "ledger_checkpoints_no_update",
+      "UPDATE ledger_checkpoints SET balance = balance + 7 WHERE project_id = $1",
+      [p.projectId],
+    );
+    let r = await both(p.projectId);
+    assert.equal(r.checkpoint.inSync, false);
+    assert.equal(r.checkpoint.delta, "-7");
+    assert.equal(r.scratch.inSync, true, "the whole ledger still agrees with the cache");
+    await tamper(
+      "ledger_checkpoints",
+      "ledger_checkpoints_no_update",
+      "UPDATE ledger_checkpoints SET balance = balance - 7 WHERE project_id = $1",
+      [p.projectId],
+    );
+
+    // An entry after the checkpoint: both reads see it.
+    await tamper(
+      "ledger_entries",
+      "ledger_entries_no_update",
+      "UPDATE ledger_entries SET amount = amount + 5 WHERE id = (SELECT max(id) FROM ledger_entries WHERE project_id = $1)",
+      [p.projectId],
+    );
+    r = await both(p.projectId);
+    assert.equal(r.checkpoint.delta, "-5");
+    assert.equal(r.scratch.delta, "-5");
+    // An entry before the checkpoint: the whole-ledger read (and the route's fromScratch) sees it.
+    await tamper(
+      "ledger_entries",
+      "ledger_entries_no_update",
+      "UPDATE ledger_entries SET amount = amount - 5 WHERE id = (SELECT min(id) FROM ledger_entries WHERE project_id = $1)",
+      [p.projectId],
+    );
+    r = await both(p.projectId);
+    assert.equal(r.checkpoint.delta, "-5");
+    assert.equal(r.scratch.inSync, true);
+    const res = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/funds/parity?fromScratch=true`,
+      token: p.ownerToken,
+    });
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(res.json(), r.scratch);
+  });
+});

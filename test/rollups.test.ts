@@ -1,0 +1,315 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import fc from "fast-check";
+import { overview } from "../src/analytics/store.ts";
+import type { Queryable } from "../src/db/db.ts";
+import {
+  billOperation,
+  creditDeposit,
+  type Reservation,
+  release,
+  reserve,
+  reverseBilling,
+} from "../src/ledger/ledger.ts";
+import { forgetExpiredReplays } from "../src/retention/replays.ts";
+import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+const TARGETS = ["0x5fbdb2315678afecb367f032d93f642f64180aa3", "0xe7f1725e7734ce288f8367e1bb143e90bb3f0512"];
+const SENDERS = [
+  "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+  "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc",
+  "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
+];
+const SELECTOR = "0xa0712d68";
+const PAYMASTER = "0x00000000000000000000000000000000000000aa";
+const DAY_MS = 86_400_000;
+
+function reservation(
+  projectId: string,
+  o: { cost: bigint; sender: number; target: number; daysAgo: number; nonce: number | null },
+): Reservation {
+  return {
+    projectId,
+    clientNonce: o.nonce === null ? null : `n-${o.nonce}`,
+    requestDigest: o.nonce === null ? null : `d-${o.nonce}`,
+    authId: `0x${randomBytes(32).toString("hex")}`,
+    apiKeyId: null,
+    chainId: 14601,
+    sender: SENDERS[o.sender]!,
+    target: TARGETS[o.target]!,
+    selector: SELECTOR,
+    estimatedGas: 100_000n,
+    maxGasCostWei: o.cost,
+    maxFeePerGasWei: 2_000_000_000n,
+    maxPriorityFeePerGasWei: 1_000_000_000n,
+    paymaster: PAYMASTER,
+    validAfterSec: 1_800_000_000,
+    validUntilSec: 1_800_000_300,
+    response: o.nonce === null ? null : `{"replay":${o.nonce}}`,
+    requestedAtMs: Date.now() - o.daysAgo * DAY_MS,
+  };
+}
+
+/** The rollups as stored, without rows that add nothing. */
+async function stored(db: Queryable, projectId: string) {
+  const [totals, days, targets, senders] = await Promise.all([
+    db.query(
+      `SELECT pending::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text
+       FROM rollup_project_totals WHERE project_id = $1`,
+      [projectId],
+    ),
+    db.query(
+      `SELECT day::text, authorized::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text
+       FROM rollup_project_days WHERE project_id = $1
+         AND (authorized, success, reverted, expired, gas_used, cost_wei) <> (0, 0, 0, 0, 0, 0)
+       ORDER BY day`,
+      [projectId],
+    ),
+    db.query(
+      `SELECT target, calls::int, gas_used::text FROM rollup_project_targets
+       WHERE project_id = $1 AND (calls <> 0 OR gas_used <> 0) ORDER BY target`,
+      [projectId],
+    ),
+    db.query(
+      "SELECT sender, last_settled_at FROM rollup_project_senders WHERE project_id = $1 ORDER BY sender",
+      [projectId],
+    ),
+  ]);
+  return { totals: totals[0] ?? null, days, targets, senders };
+}
+
+const SETTLED = "status IN ('success', 'reverted')";
+
+/** The same figures recomputed from every sponsorship of the project. */
+async function recomputed(db: Queryable, projectId: string) {
+  const [totals, days, targets, senders] = await Promise.all([
+    db.query(
+      `SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending,
+         count(*) FILTER (WHERE status = 'success')::int AS success,
+         count(*) FILTER (WHERE status = 'reverted')::int AS reverted,
+         count(*) FILTER (WHERE status = 'expired')::int AS expired,
+         COALESCE(sum(actual_gas) FILTER (WHERE ${SETTLED}), 0)::text AS gas_used,
+         COALESCE(sum(actual_gas_cost) FILTER (WHERE ${SETTLED}), 0)::text AS cost_wei
+       FROM sponsorships WHERE project_id = $1 HAVING count(*) > 0`,
+      [projectId],
+    ),
+    db.query(
+      `SELECT day::text, sum(a)::int AS authorized, sum(s)::int AS success, sum(r)::int AS reverted,
+         sum(e)::int AS expired, sum(g)::text AS gas_used, sum(c)::text AS cost_wei
+       FROM (
+         SELECT (created_at AT TIME ZONE 'UTC')::date AS day, 1 AS a, 0 AS s, 0 AS r, 0 AS e, 0::numeric AS g, 0::numeric AS c
+         FROM sponsorships WHERE project_id = $1
+         UNION ALL
+         SELECT (settled_at AT TIME ZONE 'UTC')::date, 0, (status = 'success')::int, (status = 'reverted')::int,
+           (status = 'expired')::int,
+           CASE WHEN ${SETTLED} THEN actual_gas ELSE 0 END, CASE WHEN ${SETTLED} THEN actual_gas_cost ELSE 0 END
+         FROM sponsorships WHERE project_id = $1 AND status <> 'pending') x
+       GROUP BY day ORDER BY day`,
+      [projectId],
+    ),
+    db.query(
+      `SELECT target, count(*)::int AS calls, sum(actual_gas)::text AS gas_used FROM sponsorships
+       WHERE project_id = $1 AND ${SETTLED} GROUP BY target ORDER BY target`,
+      [projectId],
+    ),
+    db.query(
+      `SELECT sender, max(settled_at) AS last_settled_at FROM sponsorships
+       WHERE project_id = $1 AND ${SETTLED} GROUP BY sender ORDER BY sender`,
+      [projectId],
+    ),
+  ]);
+  return { totals: totals[0] ?? null, days, targets, senders };
+}
+
+/** The overview as it was computed before the rollups (a scan of the project's sponsorships). */
+async function overviewFromScratch(db: Queryable, projectId: string, nowMs: number) {
+  const dayStart = new Date(nowMs);
+  dayStart.setUTCHours(0, 0, 0, 0);
+  const [totals] = await db.query<{ n: number; saved: string }>(
+    `SELECT count(*)::int AS n, COALESCE(sum(actual_gas_cost), 0)::text AS saved
+     FROM sponsorships WHERE project_id = $1 AND ${SETTLED}`,
+    [projectId],
+  );
+  const [active] = await db.query<{ n: number }>(
+    `SELECT count(DISTINCT sender)::int AS n FROM sponsorships
+     WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
+    [projectId, new Date(nowMs - 30 * DAY_MS)],
+  );
+  const [today] = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
+    [projectId, dayStart],
+  );
+  const top = await db.query<{ address: string; calls: number; gasUsed: string }>(
+    `SELECT target AS address, count(*)::int AS calls, COALESCE(sum(actual_gas), 0)::text AS "gasUsed"
+     FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
+     GROUP BY target ORDER BY calls DESC, target LIMIT 10`,
+    [projectId],
+  );
+  return {
+    totalSponsored: totals!.n,
+    totalGasSaved: totals!.saved,
+    activeUsers: active!.n,
+    today: today!.n,
+    top,
+  };
+}
+
+type Op =
+  | { kind: "deposit"; amount: bigint }
+  | { kind: "reserve"; cost: bigint; sender: number; target: number; daysAgo: number; nonce: number | null }
+  | { kind: "settle"; pick: number; fraction: number; reverted: boolean; gas: number }
+  | { kind: "release"; pick: number }
+  | { kind: "reverse"; pick: number }
+  | { kind: "retention"; hoursAhead: number };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({ kind: fc.constant("deposit" as const), amount: fc.bigInt(1n, 10n ** 18n) }),
+  fc.record({
+    kind: fc.constant("reserve" as const),
+    cost: fc.bigInt(0n, 10n ** 17n),
+    sender: fc.integer({ min: 0, max: SENDERS.length - 1 }),
+    target: fc.integer({ min: 0, max: TARGETS.length - 1 }),
+    daysAgo: fc.integer({ min: 0, max: 40 }),
+    // A small pool of nonces, so that repeats (replays, and reuse past 24 hours) happen.
+    nonce: fc.option(fc.integer({ min: 0, max: 3 }), { nil: null }),
+  }),
+  fc.record({
+    kind: fc.constant("settle" as const),
+    pick: fc.nat(),
+    fraction: fc.integer({ min: 0, max: 100 }),
+    reverted: fc.boolean(),
+    gas: fc.integer({ min: 0, max: 500_000 }),
+  }),
+  fc.record({ kind: fc.constant("release" as const), pick: fc.nat() }),
+  fc.record({ kind: fc.constant("reverse" as const), pick: fc.nat() }),
+  fc.record({ kind: fc.constant("retention" as const), hoursAhead: fc.integer({ min: 0, max: 48 }) }),
+);
+
+async function apply(projectId: string, op: Op, authIds: { authId: string; cost: bigint }[]) {
+  const pick = (n: number) => authIds[n % authIds.length]!;
+  switch (op.kind) {
+    case "deposit":
+      await creditDeposit(t.db, {
+        projectId,
+        reference: `${projectId}:${randomBytes(4).toString("hex")}`,
+        amountWei: op.amount,
+      });
+      return;
+    case "reserve": {
+      const r = reservation(projectId, op);
+      if ((await reserve(t.db, r)).kind === "reserved") authIds.push({ authId: r.authId, cost: op.cost });
+      return;
+    }
+    case "settle": {
+      if (authIds.length === 0) return;
+      const a = pick(op.pick);
+      await t.db.transaction((tx) =>
+        billOperation(tx, {
+          authId: a.authId,
+          chainId: 14601,
+          paymaster: PAYMASTER,
+          outcome: op.reverted ? "reverted" : "success",
+          actualGasUsed: BigInt(op.gas),
+          actualGasCostWei: (a.cost * BigInt(op.fraction)) / 100n,
+          txHash: `0x${"1".repeat(64)}`,
+          userOpHash: `0x${"2".repeat(64)}`,
+        }),
+      );
+      return;
+    }
+    case "release":
+      if (authIds.length > 0) await release(t.db, pick(op.pick).authId);
+      return;
+    case "reverse": {
+      if (authIds.length === 0) return;
+      const a = pick(op.pick);
+      const [row] = await t.db.query<{ status: string; cost: string }>(
+        "SELECT status, actual_gas_cost::text AS cost FROM sponsorships WHERE auth_id = $1",
+        [a.authId],
+      );
+      if (row?.status !== "success" && row?.status !== "reverted") return;
+      await t.db.transaction((tx) =>
+        reverseBilling(tx, {
+          authId: a.authId,
+          projectId,
+          billedWei: BigInt(row.cost),
+          reference: `rev:${a.authId}:${randomBytes(3).toString("hex")}`,
+        }),
+      );
+      return;
+    }
+    case "retention":
+      await forgetExpiredReplays(t.db, Date.now() + op.hoursAhead * 3_600_000, 1000);
+      return;
+  }
+}
+
+describe("analytics rollups", () => {
+  it("equal a full recomputation, and the overview equals the scan it replaced, after random reserve/settle/release/reversal/deposit/replay/retention histories", async () => {
+    const seeded = await seedProject(t);
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 30 }), async (ops) => {
+        const projectId = `roll-${run++}-${randomBytes(3).toString("hex")}`;
+        await t.db.query(
+          "INSERT INTO projects (id, org_id, owner, name, deposit_address) SELECT $1, org_id, owner, 'rollups', $2 FROM projects WHERE id = $3",
+          [projectId, `0x${randomBytes(20).toString("hex")}`, seeded.projectId],
+        );
+        for (const target of TARGETS) {
+          await t.db.query(
+            "INSERT INTO allowlist_entries (project_id, target_contract, function_selector) VALUES ($1, $2, $3)",
+            [projectId, target, SELECTOR],
+          );
+        }
+        await creditDeposit(t.db, { projectId, reference: `${projectId}:seed`, amountWei: 10n ** 18n });
+        const authIds: { authId: string; cost: bigint }[] = [];
+        for (const op of ops) await apply(projectId, op, authIds);
+
+        assert.deepEqual(await stored(t.db, projectId), await recomputed(t.db, projectId));
+        const nowMs = Date.now();
+        const fast = await overview(t.db, projectId, nowMs);
+        const slow = await overviewFromScratch(t.db, projectId, nowMs);
+        assert.deepEqual(
+          {
+            totalSponsored: fast.totalSponsored,
+            totalGasSaved: fast.totalGasSaved,
+            activeUsers: fast.activeUsers,
+            today: fast.today.sponsored,
+            top: fast.topContracts,
+          },
+          slow,
+        );
+      }),
+      { numRuns: 20 },
+    );
+  });
+
+  it("count a batch of rows written in one statement once (statement-level triggers see every row)", async () => {
+    const p = await seedProject(t);
+    await t.db.query(
+      `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
+         max_gas_cost, valid_after, valid_until, status, actual_gas, actual_gas_cost, settled_at)
+       SELECT '0x' || lpad(to_hex(g), 64, '0'), $1, 14601, $2, $3, $4, 1000, 100, 1, 2,
+         CASE WHEN g % 2 = 0 THEN 'success' ELSE 'pending' END, CASE WHEN g % 2 = 0 THEN 10 ELSE 0 END,
+         CASE WHEN g % 2 = 0 THEN 7 ELSE 0 END, CASE WHEN g % 2 = 0 THEN now() END
+       FROM generate_series(1, 50) g`,
+      [p.projectId, SENDERS[0], TARGETS[0], SELECTOR],
+    );
+    await t.db.query(
+      "UPDATE sponsorships SET status = 'expired', settled_at = now() WHERE project_id = $1 AND status = 'pending'",
+      [p.projectId],
+    );
+    assert.deepEqual(await stored(t.db, p.projectId), await recomputed(t.db, p.projectId));
+    const o = await overview(t.db, p.projectId, Date.now());
+    assert.equal(o.totalSponsored, 25);
+    assert.equal(o.totalGasSaved, "175");
+    assert.deepEqual(o.topContracts, [{ address: TARGETS[0], calls: 25, gasUsed: "250" }]);
+  });
+});

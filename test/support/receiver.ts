@@ -1,0 +1,79 @@
+/**
+ * A real HTTP receiver for webhook tests: a node:http server on a free local port that records
+ * every request (headers and raw body) and answers as the test scripts it: a status and body, or
+ * holding the request open until the test lets it go.
+ */
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
+
+export interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export type Answer = { status: number; body?: string } | { hold: true };
+
+export interface Receiver {
+  url: string;
+  received: Received[];
+  /** How the next requests are answered, in order; once used up, `fallback`. */
+  script: Answer[];
+  fallback: Answer;
+  /** Requests being held open. */
+  held: ServerResponse[];
+  /** Answers every held request with this status (or drops the connections when null). */
+  releaseHeld(status: number | null): void;
+  /** Resolves once `n` requests have arrived in all. */
+  waitFor(n: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(fallback: Answer = { status: 200, body: "{}" }): Promise<Receiver> {
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const r = {
+    received: [] as Received[],
+    script: [] as Answer[],
+    fallback,
+    held: [] as ServerResponse[],
+  };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      r.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      for (const w of [...waiters]) {
+        if (r.received.length >= w.n) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve();
+        }
+      }
+      const answer = r.script.shift() ?? r.fallback;
+      if ("hold" in answer) {
+        r.held.push(res);
+        return;
+      }
+      res.writeHead(answer.status, { "content-type": "application/json" }).end(answer.body ?? "{}");
+    });
+  });
+  server.keepAliveTimeout = 100;
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return Object.assign(r, {
+    url: `http://127.0.0.1:${port}/hook`,
+    releaseHeld(status: number | null) {
+      for (const res of r.held.splice(0)) {
+        if (status === null) res.destroy();
+        else if (!res.writableEnded && !res.destroyed) res.writeHead(status).end("{}");
+      }
+    },
+    waitFor(n: number) {
+      if (r.received.length >= n) return Promise.resolve();
+      return new Promise<void>((resolve) => waiters.push({ n, resolve }));
+    },
+    async close() {
+      for (const res of r.held.splice(0)) res.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  }) as Receiver;
+}

@@ -1,0 +1,606 @@
+import assert from "node:assert/strict";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import type { IncomingHttpHeaders } from "node:http";
+import { after, before, describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { billOperation, creditDeposit, release } from "../src/ledger/ledger.ts";
+import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
+import { seedProject, startTestApp, TEST_PAYMASTER, type TestApp } from "./support/app.ts";
+import { type Received, type Receiver, startReceiver } from "./support/receiver.ts";
+
+/**
+ * Issue 11, webhooks: event endpoints fed from the outbox, their signatures, retries, delivery
+ * log and redelivery, and the approval webhook, against a real HTTP receiver (node:http) on this
+ * machine. The worker is the service's own, driven pass by pass (drain) with a fast schedule.
+ */
+
+const TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+const SELECTOR = "0xa0712d68";
+
+/** What a receiver does with nothing but the secret: node:crypto, the Standard Webhooks recipe. */
+function verify(secret: string, headers: IncomingHttpHeaders, body: string): boolean {
+  const key = Buffer.from(secret.slice("whsec_".length), "base64");
+  const signed = `${headers["webhook-id"]}.${headers["webhook-timestamp"]}.${body}`;
+  const expected = createHmac("sha256", key).update(signed).digest();
+  return String(headers["webhook-signature"] ?? "")
+    .split(" ")
+    .some((entry) => {
+      const [version, b64] = entry.split(",");
+      const given = Buffer.from(b64 ?? "", "base64");
+      return version === "v1" && given.length === expected.length && timingSafeEqual(given, expected);
+    });
+}
+
+let t: TestApp;
+let worker: WebhookWorker;
+
+before(async () => {
+  t = await startTestApp();
+  worker = webhookWorker(t.db, {
+    retry: { baseDelayMs: 20, maxDelayMs: 80, maxAttempts: 8 },
+    timeoutMs: 300,
+    pollIntervalMs: 50,
+  });
+});
+after(async () => {
+  await worker.stop();
+  await t.close();
+});
+
+async function project() {
+  const p = await seedProject(t, { slug: `wh-${randomBytes(3).toString("hex")}` });
+  const allow = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/allowlist`,
+    token: p.ownerToken,
+    payload: { targetContract: TARGET, functionSelector: SELECTOR },
+  });
+  assert.equal(allow.statusCode, 201);
+  return p;
+}
+
+async function addEndpoint(p: { projectId: string; ownerToken: string }, url: string, eventTypes = ["*"]) {
+  const res = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/webhooks`,
+    token: p.ownerToken,
+    payload: { url, eventTypes },
+  });
+  assert.equal(res.statusCode, 201, res.body);
+  const body = res.json() as { id: number; secret: string };
+  t.secrets.add(body.secret);
+  return body;
+}
+
+async function authorize(p: { projectId: string; apiKey: string }) {
+  return t.request({
+    method: "POST",
+    url: "/sponsor/authorize",
+    token: p.apiKey,
+    payload: {
+      projectId: p.projectId,
+      user: `0x${randomBytes(20).toString("hex")}`,
+      target: TARGET,
+      selector: SELECTOR,
+      estimatedGas: 100_000,
+      chainId: 14601,
+    },
+  });
+}
+
+/** Runs the worker until the project has no pending delivery (bounded by passes, not by time). */
+async function deliverAll(projectId: string) {
+  for (let pass = 0; pass < 1000; pass++) {
+    await worker.drain();
+    const [row] = await t.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN event_outbox e ON e.id = d.event_id
+       WHERE e.project_id = $1 AND d.status = 'pending'`,
+      [projectId],
+    );
+    if (row!.n === 0) return;
+    await sleep(20);
+  }
+  assert.fail("deliveries still pending after 1000 passes");
+}
+
+interface EventJson {
+  id: string;
+  type: string;
+  projectId: string;
+  data: Record<string, string | number | boolean | null>;
+}
+interface DeliveryJson {
+  id: number;
+  event_id: string;
+  status: string;
+  attempts: number;
+  log: { status_code: number | null; error: string | null; next_attempt_at: string | null }[];
+}
+const bodies = (received: Received[]) => received.map((r) => JSON.parse(r.body) as EventJson);
+
+describe("event webhooks", () => {
+  it("signs every delivery so that the secret alone verifies it, and never lists the secret", async () => {
+    const p = await project();
+    const receiver = await startReceiver();
+    try {
+      const endpoint = await addEndpoint(p, receiver.url, ["deposit.credited"]);
+      assert.match(endpoint.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+      const list = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/webhooks`,
+        token: p.ownerToken,
+      });
+      assert.equal(list.statusCode, 200);
+      assert.ok(!list.body.includes(endpoint.secret) && !list.body.includes('"secret"'));
+
+      await creditDeposit(t.db, { projectId: p.projectId, reference: "14601:0xsig:0", amountWei: 5n });
+      await deliverAll(p.projectId);
+      assert.equal(receiver.received.length, 1);
+      const [r] = receiver.received;
+      assert.ok(verify(endpoint.secret, r!.headers, r!.body), "the signature verifies with the secret");
+      assert.ok(!verify(endpoint.secret, r!.headers, r!.body.replace("5", "6")), "a changed body does not");
+      const [event] = bodies(receiver.received);
+      assert.equal(r!.headers["webhook-id"], event!.id);
+      assert.equal(event!.type, "deposit.credited");
+      assert.deepEqual(event!.data.amount, "5");
+
+      // Rotation: the new secret is shown once; both sign until the old one's grace ends.
+      const rotated = await t.request({
+        method: "POST",
+        url: `/projects/${p.projectId}/webhooks/${endpoint.id}/rotate-secret`,
+        token: p.ownerToken,
+      });
+      assert.equal(rotated.statusCode, 200);
+      const fresh = (rotated.json() as { secret: string }).secret;
+      t.secrets.add(fresh);
+      await creditDeposit(t.db, { projectId: p.projectId, reference: "14601:0xsig:1", amountWei: 7n });
+      await deliverAll(p.projectId);
+      const second = receiver.received[1]!;
+      assert.ok(verify(fresh, second.headers, second.body));
+      assert.ok(verify(endpoint.secret, second.headers, second.body));
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("reports sponsored, settled (actual cost), expired, deposit credited, and balance.low once per crossing", async () => {
+    const p = await project();
+    const receiver = await startReceiver();
+    try {
+      await addEndpoint(p, receiver.url);
+      const depositWei = 10n ** 15n;
+      await creditDeposit(t.db, {
+        projectId: p.projectId,
+        reference: "14601:0xdep:0",
+        amountWei: depositWei,
+      });
+      const alert = await t.request({
+        method: "PUT",
+        url: `/projects/${p.projectId}/balance-alert`,
+        token: p.ownerToken,
+        payload: { thresholdWei: (depositWei - 1n).toString() },
+      });
+      assert.equal(alert.statusCode, 200, alert.body);
+
+      const a = (await authorize(p)).json() as { authorizationId: string; maxGasCost: string };
+      const b = (await authorize(p)).json() as { authorizationId: string; maxGasCost: string };
+      // Back to the deposit exactly (at the threshold, not below): the next reservation crosses again.
+      const refill = BigInt(a.maxGasCost) + BigInt(b.maxGasCost);
+      await creditDeposit(t.db, { projectId: p.projectId, reference: "14601:0xdep:1", amountWei: refill });
+      const c = (await authorize(p)).json() as { authorizationId: string };
+      const actualCostWei = 123_456_789n;
+      await t.db.transaction((tx) =>
+        billOperation(tx, {
+          authId: b.authorizationId,
+          chainId: 14601,
+          paymaster: TEST_PAYMASTER,
+          outcome: "success",
+          actualGasUsed: 50_000n,
+          actualGasCostWei: actualCostWei,
+          txHash: `0x${"ab".repeat(32)}`,
+          userOpHash: `0x${"cd".repeat(32)}`,
+        }),
+      );
+      assert.equal(await release(t.db, a.authorizationId), true);
+      await deliverAll(p.projectId);
+
+      const events = bodies(receiver.received);
+      const ofType = (type: string) => events.filter((e) => e.type === type);
+      assert.deepEqual(
+        ofType("sponsorship.sponsored")
+          .map((e) => e.data.authorizationId)
+          .sort(),
+        [a.authorizationId, b.authorizationId, c.authorizationId].sort(),
+      );
+      const settled = ofType("sponsorship.settled");
+      assert.equal(settled.length, 1);
+      assert.equal(settled[0]!.data.authorizationId, b.authorizationId);
+      assert.equal(settled[0]!.data.actualGasCost, actualCostWei.toString());
+      assert.equal(settled[0]!.data.outcome, "success");
+      assert.equal(settled[0]!.data.maxGasCost, b.maxGasCost);
+      const expired = ofType("sponsorship.expired");
+      assert.deepEqual(
+        expired.map((e) => [e.data.authorizationId, e.data.releasedWei]),
+        [[a.authorizationId, a.maxGasCost]],
+      );
+      assert.deepEqual(
+        ofType("deposit.credited").map((e) => e.data.amount),
+        [depositWei.toString(), refill.toString()],
+      );
+      assert.equal(ofType("deposit.credited")[0]!.data.chainId, 14601);
+      const low = ofType("balance.low");
+      assert.equal(low.length, 2, "two crossings, two alerts (b's reservation stayed below: none)");
+      assert.ok(low.every((e) => BigInt(String(e.data.balance)) < BigInt(String(e.data.threshold))));
+      assert.equal(events.length, 3 + 1 + 1 + 2 + 2);
+      assert.equal(new Set(events.map((e) => e.id)).size, events.length, "every event has its own id");
+      assert.ok(events.every((e) => e.projectId === p.projectId));
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("a receiver that fails (500s, timeouts) then recovers gets every event exactly once after de-duplication", async () => {
+    const p = await project();
+    const receiver = await startReceiver();
+    try {
+      const endpoint = await addEndpoint(p, receiver.url);
+      // The first answers: errors, hangs past the attempt timeout, a redirect, garbage; then 200s.
+      receiver.script.push(
+        { status: 500 },
+        { hold: true },
+        { status: 503 },
+        { status: 302 },
+        { hold: true },
+        { status: 500 },
+        { status: 429 },
+        { status: 500 },
+      );
+      for (let i = 0; i < 6; i++) {
+        await creditDeposit(t.db, {
+          projectId: p.projectId,
+          reference: `14601:0xre:${i}`,
+          amountWei: 10n ** 16n,
+        });
+      }
+      for (let i = 0; i < 4; i++) assert.equal((await authorize(p)).statusCode, 200);
+      await deliverAll(p.projectId);
+      receiver.releaseHeld(200);
+
+      const expected = await t.db.query<{ event_id: string }>(
+        "SELECT event_id FROM event_outbox WHERE project_id = $1",
+        [p.projectId],
+      );
+      assert.equal(expected.length, 10);
+      const uniqueIds = new Set(receiver.received.map((r) => String(r.headers["webhook-id"])));
+      assert.deepEqual([...uniqueIds].sort(), expected.map((e) => e.event_id).sort());
+      assert.ok(receiver.received.length > uniqueIds.size, "some events were delivered more than once");
+      assert.ok(receiver.received.every((r) => verify(endpoint.secret, r.headers, r.body)));
+
+      // The delivery log shows each failed attempt with its status or error and its next attempt.
+      const log = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/webhooks/${endpoint.id}/deliveries?limit=200`,
+        token: p.ownerToken,
+      });
+      assert.equal(log.statusCode, 200, log.body);
+      const deliveries = (log.json() as { deliveries: DeliveryJson[] }).deliveries;
+      assert.equal(deliveries.length, 10);
+      assert.ok(deliveries.every((d) => d.status === "succeeded"));
+      const attempts = deliveries.flatMap((d) => d.log);
+      assert.equal(
+        attempts.length,
+        deliveries.reduce((n, d) => n + d.attempts, 0),
+      );
+      assert.ok(attempts.some((a) => a.status_code === 500 && a.next_attempt_at !== null));
+      assert.ok(attempts.some((a) => a.status_code === null && /timed out/.test(a.error ?? "")));
+      assert.ok(attempts.some((a) => a.status_code === 302));
+      assert.ok(attempts.filter((a) => a.status_code === 200).every((a) => a.next_attempt_at === null));
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("gives up after the last attempt (failed), and redeliver sends the same event id again", async () => {
+    const p = await project();
+    const receiver = await startReceiver({ status: 500 });
+    try {
+      const endpoint = await addEndpoint(p, receiver.url, ["deposit.credited"]);
+      await creditDeposit(t.db, { projectId: p.projectId, reference: "14601:0xfail:0", amountWei: 1n });
+      await deliverAll(p.projectId);
+      assert.equal(receiver.received.length, 8, "maxAttempts attempts, then no more");
+      const url = `/projects/${p.projectId}/webhooks/${endpoint.id}/deliveries`;
+      const failed = await t.request({ method: "GET", url: `${url}?status=failed`, token: p.ownerToken });
+      const delivery = (failed.json() as { deliveries: DeliveryJson[] }).deliveries[0]!;
+      assert.equal(delivery.status, "failed");
+      assert.equal(delivery.attempts, 8);
+      assert.equal(delivery.log.at(-1)!.next_attempt_at, null);
+
+      receiver.fallback = { status: 204 };
+      const again = await t.request({
+        method: "POST",
+        url: `${url}/${delivery.id}/redeliver`,
+        token: p.ownerToken,
+      });
+      assert.equal(again.statusCode, 202, again.body);
+      await deliverAll(p.projectId);
+      assert.equal(receiver.received.length, 9);
+      assert.equal(receiver.received[8]!.headers["webhook-id"], delivery.event_id);
+      const done = await t.request({ method: "GET", url, token: p.ownerToken });
+      assert.equal((done.json() as { deliveries: DeliveryJson[] }).deliveries[0]!.status, "succeeded");
+      const missing = await t.request({
+        method: "POST",
+        url: `${url}/999999/redeliver`,
+        token: p.ownerToken,
+      });
+      assert.equal(missing.statusCode, 404);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("writes no event for a project without a subscribed endpoint, and a paused endpoint gets nothing", async () => {
+    const p = await project();
+    const receiver = await startReceiver();
+    try {
+      await creditDeposit(t.db, {
+        projectId: p.projectId,
+        reference: "14601:0xnone:0",
+        amountWei: 10n ** 16n,
+      });
+      assert.equal((await authorize(p)).statusCode, 200);
+      const count = async () =>
+        (
+          await t.db.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM event_outbox WHERE project_id = $1",
+            [p.projectId],
+          )
+        )[0]!.n;
+      assert.equal(await count(), 0);
+      const endpoint = await addEndpoint(p, receiver.url, ["sponsorship.sponsored"]);
+      const paused = await t.request({
+        method: "PATCH",
+        url: `/projects/${p.projectId}/webhooks/${endpoint.id}`,
+        token: p.ownerToken,
+        payload: { enabled: false },
+      });
+      assert.equal(paused.statusCode, 200);
+      assert.equal((paused.json() as { enabled: boolean }).enabled, false);
+      assert.equal((await authorize(p)).statusCode, 200);
+      assert.equal(await count(), 0);
+      await worker.drain();
+      assert.equal(receiver.received.length, 0);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
+describe("webhook management", () => {
+  it("validates URLs and event types, bounds the endpoints, and lets only admins change them", async () => {
+    const p = await project();
+    const post = (payload: Record<string, unknown>, token = p.ownerToken) =>
+      t.request({ method: "POST", url: `/projects/${p.projectId}/webhooks`, token, payload });
+    for (const url of [
+      "ftp://example.com/x",
+      "http://user:pw@example.com/",
+      "not a url",
+      "https://example.com/#frag",
+    ]) {
+      const res = await post({ url, eventTypes: ["*"] });
+      assert.equal(res.statusCode, 400, url);
+      assert.equal((res.json() as { code: string }).code, "invalid_request");
+    }
+    assert.equal((await post({ url: "https://example.com/", eventTypes: ["nope"] })).statusCode, 400);
+    assert.equal((await post({ url: "https://example.com/", eventTypes: [] })).statusCode, 400);
+    assert.equal(
+      (await post({ url: "https://example.com/", eventTypes: ["*"], secret: "x" })).statusCode,
+      400,
+    );
+    const byKey = await post({ url: "https://example.com/", eventTypes: ["*"] }, p.apiKey);
+    assert.equal(byKey.statusCode, 403);
+
+    const viewerEmail = `viewer-${randomBytes(3).toString("hex")}@example.com`;
+    const member = await t.request({
+      method: "POST",
+      url: `/orgs/${p.orgId}/members`,
+      token: p.ownerToken,
+      payload: { email: viewerEmail, role: "viewer" },
+    });
+    assert.ok(member.statusCode === 200 || member.statusCode === 201, member.body);
+    const viewer = await t.token(viewerEmail);
+    assert.equal((await post({ url: "https://example.com/", eventTypes: ["*"] }, viewer)).statusCode, 403);
+
+    for (let i = 0; i < 10; i++) {
+      const res = await post({ url: `https://example.com/${i}`, eventTypes: ["balance.low"] });
+      assert.equal(res.statusCode, 201);
+      t.secrets.add((res.json() as { secret: string }).secret);
+    }
+    const full = await post({ url: "https://example.com/11", eventTypes: ["*"] });
+    assert.equal(full.statusCode, 409);
+    assert.equal((full.json() as { code: string }).code, "webhooks_full");
+    const list = await t.request({ method: "GET", url: `/projects/${p.projectId}/webhooks`, token: viewer });
+    assert.equal(list.statusCode, 200);
+    const endpoints = list.json() as { id: number }[];
+    assert.equal(endpoints.length, 10);
+    const del = await t.request({
+      method: "DELETE",
+      url: `/projects/${p.projectId}/webhooks/${endpoints[0]!.id}`,
+      token: p.ownerToken,
+    });
+    assert.equal(del.statusCode, 200);
+    const gone = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/webhooks/${endpoints[0]!.id}`,
+      token: p.ownerToken,
+    });
+    assert.equal(gone.statusCode, 404);
+  });
+});
+
+describe("approval webhook", () => {
+  async function withApproval(
+    receiver: Receiver,
+    settings: { failMode: "open" | "closed"; timeoutMs?: number },
+  ) {
+    const p = await project();
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      reference: `14601:0xapr:${p.projectId}`,
+      amountWei: 10n ** 17n,
+    });
+    const res = await t.request({
+      method: "PUT",
+      url: `/projects/${p.projectId}/approval-webhook`,
+      token: p.ownerToken,
+      payload: { url: receiver.url, timeoutMs: settings.timeoutMs ?? 200, failMode: settings.failMode },
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const secret = (res.json() as { secret: string }).secret;
+    assert.match(secret, /^whsec_/);
+    t.secrets.add(secret);
+    return { ...p, secret };
+  }
+
+  async function tank(projectId: string) {
+    const [row] = await t.db.query<{ balance: string; n: number }>(
+      `SELECT gas_tank_balance::text AS balance, (SELECT count(*)::int FROM sponsorships WHERE project_id = $1) AS n
+       FROM projects WHERE id = $1`,
+      [projectId],
+    );
+    return row!;
+  }
+
+  it("asks the receiver with a signed description of the operation; approve sponsors, deny refuses and reserves nothing", async () => {
+    const receiver = await startReceiver({ status: 200, body: '{"approve": true}' });
+    try {
+      const p = await withApproval(receiver, { failMode: "closed" });
+      assert.equal((await authorize(p)).statusCode, 200);
+      const [asked] = receiver.received;
+      assert.ok(verify(p.secret, asked!.headers, asked!.body));
+      const request = JSON.parse(asked!.body);
+      assert.equal(request.type, "sponsorship.approval");
+      assert.equal(request.projectId, p.projectId);
+      assert.deepEqual(request.data.calls, [{ target: TARGET, selector: SELECTOR }]);
+      assert.equal(request.data.chainId, 14601);
+      assert.match(request.data.maxGasCost, /^[1-9][0-9]*$/);
+
+      receiver.fallback = { status: 200, body: '{"approve": false, "reason": "player is banned"}' };
+      const before = await tank(p.projectId);
+      const denied = await authorize(p);
+      assert.equal(denied.statusCode, 403);
+      const problem = denied.json() as { code: string; detail: string };
+      assert.equal(problem.code, "approval_denied");
+      assert.match(problem.detail, /player is banned/);
+      assert.deepEqual(await tank(p.projectId), before, "nothing reserved");
+
+      // The settings are shown without the secret.
+      const shown = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/approval-webhook`,
+        token: p.ownerToken,
+      });
+      assert.deepEqual(shown.json(), { url: receiver.url, timeoutMs: 200, failMode: "closed" });
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("a receiver that never answers: fail-open sponsors and fail-closed refuses, before the receiver answers", async () => {
+    const receiver = await startReceiver({ hold: true });
+    try {
+      const open = await withApproval(receiver, { failMode: "open" });
+      const granted = await authorize(open);
+      assert.equal(granted.statusCode, 200, granted.body);
+      const closed = await withApproval(receiver, { failMode: "closed" });
+      const before = await tank(closed.projectId);
+      const refused = await authorize(closed);
+      assert.equal(refused.statusCode, 503, refused.body);
+      assert.equal((refused.json() as { code: string }).code, "approval_unavailable");
+      assert.deepEqual(await tank(closed.projectId), before);
+      // Both answers came while the receiver still held both requests: the timeout decided.
+      assert.equal(receiver.held.length, 2);
+      assert.ok(receiver.held.every((res) => !res.writableEnded));
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("errors and garbage answers follow the fail mode too", async () => {
+    const receiver = await startReceiver({ status: 500 });
+    try {
+      const closed = await withApproval(receiver, { failMode: "closed" });
+      const open = await withApproval(receiver, { failMode: "open" });
+      for (const answer of [
+        { status: 500 },
+        { status: 200, body: "not json" },
+        { status: 200, body: '{"ok":1}' },
+      ]) {
+        receiver.fallback = answer;
+        const c = await authorize(closed);
+        assert.equal(c.statusCode, 503, JSON.stringify(answer));
+        assert.equal((c.json() as { code: string }).code, "approval_unavailable");
+        assert.equal((await authorize(open)).statusCode, 200, JSON.stringify(answer));
+      }
+      // Removing the webhook stops the questions at once on this instance.
+      const removed = await t.request({
+        method: "DELETE",
+        url: `/projects/${closed.projectId}/approval-webhook`,
+        token: closed.ownerToken,
+      });
+      assert.equal(removed.statusCode, 200);
+      const asked = receiver.received.length;
+      assert.equal((await authorize(closed)).statusCode, 200);
+      assert.equal(receiver.received.length, asked);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("pm_getPaymasterData asks too, and a denial carries the code in the JSON-RPC error data", async () => {
+    const receiver = await startReceiver({ status: 200, body: '{"approve": false, "reason": "quota"}' });
+    try {
+      const p = await withApproval(receiver, { failMode: "closed" });
+      const { encodeFunctionData, numberToHex, parseAbi } = await import("viem");
+      const mint = encodeFunctionData({
+        abi: parseAbi(["function mint(uint256 itemId)"]),
+        functionName: "mint",
+        args: [7n],
+      });
+      const callData = encodeFunctionData({
+        abi: parseAbi(["function execute(address dest, uint256 value, bytes func)"]),
+        functionName: "execute",
+        args: [TARGET, 0n, mint],
+      });
+      const op = {
+        sender: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+        nonce: "0x0",
+        callData,
+        callGasLimit: numberToHex(80_000),
+        verificationGasLimit: numberToHex(60_000),
+        preVerificationGas: numberToHex(50_000),
+        maxFeePerGas: numberToHex(2_000_000_000),
+        maxPriorityFeePerGas: numberToHex(1_000_000_000),
+        signature: "0x",
+      };
+      const res = await t.app.inject({
+        method: "POST",
+        url: "/rpc",
+        headers: { "content-type": "application/json", authorization: `Bearer ${p.apiKey}` },
+        payload: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "pm_getPaymasterData",
+          params: [op, "0x0000000071727De22E5E9d8BAf0edAc6f37da032", "0x3909", {}],
+        }),
+      });
+      const body = res.json() as { error: { data: { code: string }; message: string } };
+      assert.equal(body.error.data.code, "approval_denied", res.body);
+      assert.match(body.error.message, /quota/);
+      const request = JSON.parse(receiver.received[0]!.body);
+      assert.equal(request.data.mode, "operation");
+      assert.equal((await tank(p.projectId)).n, 0);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
