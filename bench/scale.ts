@@ -33,13 +33,13 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * which freed space is reused by new rows) and measured again. Above that, only the last 24
  * hours are seeded with replays, as the job would have left them.
  *
- * Knobs: SCALE_OPS (10,000,000), SCALE_CHUNK (200,000), SCALE_RUNS (20 timed requests per read),
+ * Knobs: SCALE_OPS (10,000,000), SCALE_CHUNK (100,000), SCALE_RUNS (20 timed requests per read),
  * SCALE_PROJECTS (20 more small projects in the parity report), SCALE_RETENTION (see above),
  * DATABASE_URL (postgres://postgres@127.0.0.1:5432/test).
  */
 
 const ops = Number(process.env.SCALE_OPS ?? 10_000_000);
-const chunk = Number(process.env.SCALE_CHUNK ?? 200_000);
+const chunk = Number(process.env.SCALE_CHUNK ?? 100_000);
 const runs = Number(process.env.SCALE_RUNS ?? 20);
 const extraProjects = Number(process.env.SCALE_PROJECTS ?? 20);
 const withReplays = (process.env.SCALE_RETENTION ?? (ops <= 2_000_000 ? "1" : "0")) === "1";
@@ -93,7 +93,8 @@ async function main() {
     for (const id of [projectId, ...Array.from({ length: extraProjects }, (_, i) => `${projectId}-${i}`)]) {
       await api("POST", "/projects", { id, name: id, owner: slug });
     }
-    db = await openPostgres({ url: database.url });
+    // Seeding chunks, VACUUM FULL and the first checkpoint run far longer than a request may.
+    db = await openPostgres({ url: database.url, statementTimeoutMs: 3_600_000 });
     const seeded = await seed(db, projectId, runId);
     for (let i = 0; i < extraProjects; i++) {
       await creditDeposit(db, {

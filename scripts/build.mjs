@@ -106,7 +106,8 @@ function build(hash) {
     const target = join(staging, relative("src", asset.from));
     mkdirSync(target, { recursive: true });
     for (const name of readdirSync(join(ROOT, asset.from))) {
-      if (asset.ext.some((ext) => name.endsWith(ext))) copyFileSync(join(ROOT, asset.from, name), join(target, name));
+      if (asset.ext.some((ext) => name.endsWith(ext)))
+        copyFileSync(join(ROOT, asset.from, name), join(target, name));
     }
   }
   const typed = result.status === 0;

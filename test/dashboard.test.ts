@@ -191,6 +191,7 @@ describe("the dashboard in a browser", () => {
     await page.getByLabel("Kind").selectOption("sender_count_cap");
     await page.getByLabel("Limit (operations)").fill("10");
     await page.getByLabel("Window", { exact: true }).selectOption("day");
+    assert.equal(await page.getByLabel("Senders").isVisible(), false, "only the kind's fields are offered");
     await page.getByRole("button", { name: "Save rule" }).click();
     await page.getByRole("cell", { name: "per-player", exact: true }).waitFor();
     assert.match(
@@ -282,6 +283,13 @@ describe("the dashboard in a browser", () => {
       (await page.locator("ol.rank code.hex").first().getAttribute("data-value"))?.toLowerCase(),
       s.stack.gameItems.toLowerCase(),
       "top contract",
+    );
+    assert.equal(
+      (
+        await page.locator("ol.rank").nth(1).locator("code.hex").first().getAttribute("data-value")
+      )?.toLowerCase(),
+      op.sender.toLowerCase(),
+      "top sender",
     );
     await screenshot(page, "14-analytics");
 

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { overview } from "../src/analytics/store.ts";
@@ -289,6 +290,27 @@ describe("analytics rollups", () => {
       }),
       { numRuns: 20 },
     );
+  });
+
+  it("are rebuilt by the migration's backfill exactly as the triggers kept them (an upgraded database)", async () => {
+    const projects = (
+      await t.db.query<{ id: string }>("SELECT DISTINCT project_id AS id FROM sponsorships ORDER BY 1")
+    ).map((r) => r.id);
+    assert.ok(projects.length > 0);
+    const kept = await Promise.all(projects.map((id) => stored(t.db, id)));
+    const sql = readFileSync(new URL("../src/db/migrations/012_rollups.sql", import.meta.url), "utf8");
+    const backfill = sql.slice(sql.indexOf("-- BEGIN BACKFILL"), sql.indexOf("-- END BACKFILL"));
+    await t.db.transaction(async (tx) => {
+      for (const table of ["rollup_project_totals", "rollup_project_days", "rollup_project_targets", "rollup_project_senders"]) {
+        await tx.query(`DELETE FROM ${table}`);
+      }
+      for (const statement of backfill.split(/;\s*\n/).map((s) => s.replace(/^\s*--.*$/gm, "").trim()).filter(Boolean)) {
+        await tx.query(statement);
+      }
+    });
+    const rebuilt = await Promise.all(projects.map((id) => stored(t.db, id)));
+    assert.deepEqual(rebuilt, kept);
+    assert.deepEqual(rebuilt, await Promise.all(projects.map((id) => recomputed(t.db, id))));
   });
 
   it("count a batch of rows written in one statement once (statement-level triggers see every row)", async () => {

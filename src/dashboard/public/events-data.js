@@ -20,12 +20,11 @@ export function lastDays(n, now = new Date()) {
   return days;
 }
 
-/** Operations and cost (wei, BigInt) per UTC day, and counts per status and per sender. */
+/** Operations and cost (wei, BigInt) per UTC day, and counts per status. */
 export function summarise(events, days) {
   const ops = new Map(days.map((d) => [d, 0n]));
   const cost = new Map(days.map((d) => [d, 0n]));
   const statuses = { success: 0, reverted: 0, expired: 0, pending: 0 };
-  const senders = new Map();
   for (const e of events) {
     const day = e.created_at.slice(0, 10);
     if (ops.has(day)) {
@@ -33,8 +32,6 @@ export function summarise(events, days) {
       cost.set(day, cost.get(day) + BigInt(e.actual_gas_cost));
     }
     statuses[e.status] = (statuses[e.status] ?? 0) + 1;
-    senders.set(e.sender, (senders.get(e.sender) ?? 0) + 1);
   }
-  const topSenders = [...senders].sort((a, b) => b[1] - a[1]).slice(0, 5);
-  return { ops: days.map((d) => ops.get(d)), cost: days.map((d) => cost.get(d)), statuses, topSenders };
+  return { ops: days.map((d) => ops.get(d)), cost: days.map((d) => cost.get(d)), statuses };
 }

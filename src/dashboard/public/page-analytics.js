@@ -10,9 +10,10 @@ const DAYS = 14;
 
 export async function render(ctx) {
   const id = ctx.projectId;
-  const [overview, window] = await Promise.all([
+  const [overview, window, senders] = await Promise.all([
     get(`/projects/${seg(id)}/analytics/overview`),
     recentEvents(id),
+    get(`/projects/${seg(id)}/analytics/senders?by=operations&limit=5`),
   ]);
   const { decimals, symbol } = ctx.currency;
   const days = lastDays(DAYS);
@@ -84,9 +85,9 @@ export async function render(ctx) {
       section(
         "Top senders",
         rankChart({
-          title: `Operations per sender (${scope})`,
-          labels: s.topSenders.map(([a]) => a),
-          values: s.topSenders.map(([, n]) => n),
+          title: "Settled operations per sender (all time)",
+          labels: senders.senders.map((x) => x.sender),
+          values: senders.senders.map((x) => x.operations),
           format: (v) => `${v} ops`,
           labelNode: (a) => hex(a),
         }),
