@@ -35,6 +35,7 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  *
  * Knobs: SCALE_OPS (10,000,000), SCALE_CHUNK (100,000), SCALE_RUNS (20 timed requests per read),
  * SCALE_PROJECTS (20 more small projects in the parity report), SCALE_RETENTION (see above),
+ * SCALE_KEEP=1 (keep the database afterwards, to look at plans; drop it yourself),
  * DATABASE_URL (postgres://postgres@127.0.0.1:5432/test).
  */
 
@@ -138,7 +139,8 @@ async function main() {
     await db?.close();
     await service?.stop();
     await chain.stop();
-    await database.drop();
+    if (process.env.SCALE_KEEP === "1") console.log(`kept database ${database.url}`);
+    else await database.drop();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
@@ -268,8 +270,8 @@ async function time(baseUrl: string, token: string, path: string): Promise<strin
   const once = async () => {
     const started = process.hrtime.bigint();
     const res = await fetch(`${baseUrl}${path}`, { headers: { authorization: `Bearer ${token}` } });
-    await res.text();
-    if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}`);
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}: ${text}`);
     return Number(process.hrtime.bigint() - started) / 1e6;
   };
   for (let i = 0; i < 3; i++) await once();

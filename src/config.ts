@@ -150,6 +150,12 @@ export interface Config {
   webhookRetryBaseMs: number;
   /** How often the delivery worker looks for due deliveries when idle. */
   webhookPollIntervalMs: number;
+  /**
+   * `refuse`: webhooks (events and approval) are never sent to loopback, private, link-local or
+   * other non-public addresses, checked after DNS resolution (webhooks/egress.ts); `allow`: they
+   * may be (a receiver on a laptop). Default: refuse in production, allow otherwise.
+   */
+  webhookPrivateTargets: "refuse" | "allow";
   // Upkeep (src/retention/maintenance.ts): replay retention and ledger checkpoints.
   /** Between two passes of the upkeep job; 0 disables it. */
   maintenanceIntervalMs: number;
@@ -230,6 +236,11 @@ export function loadConfig(env: Env = process.env): Config {
     webhookMaxAttempts: read("WEBHOOK_MAX_ATTEMPTS", (v) => intIn(v, 1, 30), 15),
     webhookRetryBaseMs: read("WEBHOOK_RETRY_BASE_MS", (v) => intIn(v, 10, 3_600_000), 10_000),
     webhookPollIntervalMs: read("WEBHOOK_POLL_INTERVAL_MS", (v) => intIn(v, 50, 60_000), 1000),
+    webhookPrivateTargets: read(
+      "WEBHOOK_PRIVATE_TARGETS",
+      (v) => oneOf(v, ["refuse", "allow"]),
+      nodeEnv === "production" ? "refuse" : "allow",
+    ) as "refuse" | "allow",
     maintenanceIntervalMs: read("MAINTENANCE_INTERVAL_MS", (v) => intIn(v, 0, 3_600_000), 60_000),
     retentionBatchSize: read("RETENTION_BATCH_SIZE", (v) => intIn(v, 1, 100_000), 1000),
     checkpointEveryEntries: read("CHECKPOINT_EVERY_ENTRIES", (v) => intIn(v, 1, 10_000_000), 10_000),

@@ -19,6 +19,7 @@ import { type Maintenance, maintenance } from "./retention/maintenance.ts";
 import { loadOrCreateSecret } from "./secrets.ts";
 import { createSigner } from "./sponsor/signer.ts";
 import { approvalGate } from "./webhooks/approval.ts";
+import { webhookFetch } from "./webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "./webhooks/worker.ts";
 
 export const VERSION: string = JSON.parse(
@@ -78,6 +79,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   if (watchers) readiness.push(...watchers.probes);
   const feeOracle = overrides.feeOracle ?? chainFeeOracle(config, { now });
   readiness.push(...feeOracle.probes);
+  const egress = webhookFetch(config.webhookPrivateTargets);
   const services: Services = {
     version: VERSION,
     config,
@@ -93,7 +95,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     feeOracle,
     readiness,
     metrics,
-    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now }),
+    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress }),
     now,
     ...overrides,
   };
@@ -105,6 +107,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     },
     timeoutMs: config.webhookTimeoutMs,
     pollIntervalMs: config.webhookPollIntervalMs,
+    fetch: egress,
   });
   const upkeep = maintenance(db, {
     intervalMs: config.maintenanceIntervalMs,

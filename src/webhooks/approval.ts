@@ -9,10 +9,12 @@
  * the project's TTL (one read per KEY_CACHE_TTL_MS per instance), and a change made through this
  * instance applies at once here and within the cache lifetime elsewhere.
  */
+
 import { randomBytes } from "node:crypto";
 import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
+import type { WebhookFetch } from "./egress.ts";
 import { signedHeaders } from "./signing.ts";
 import { type ApprovalSettings, readSettings } from "./store.ts";
 
@@ -42,7 +44,14 @@ export interface ApprovalGate {
 const MAX_ANSWER_BYTES = 16 * 1024;
 export const MAX_REASON_LENGTH = 256;
 
-export function approvalGate(deps: { db: Queryable; cacheTtlMs: number; now: () => number }): ApprovalGate {
+export function approvalGate(deps: {
+  db: Queryable;
+  cacheTtlMs: number;
+  now: () => number;
+  /** What the request is sent with (webhooks/egress.ts: the guard against private targets). */
+  fetch?: WebhookFetch;
+}): ApprovalGate {
+  const send: WebhookFetch = deps.fetch ?? ((url, init) => fetch(url, init));
   const cache = new Lru<string, { settings: ApprovalSettings | null; expiresAt: number }>(10_000);
   const settingsOf = async (projectId: string): Promise<ApprovalSettings | null> => {
     const t = deps.now();
@@ -56,7 +65,7 @@ export function approvalGate(deps: { db: Queryable; cacheTtlMs: number; now: () 
     async check(req) {
       const settings = await settingsOf(req.projectId);
       if (!settings) return { kind: "approved", by: "no_webhook" };
-      const answer = await ask(settings, req, deps.now);
+      const answer = await ask(send, settings, req, deps.now);
       return decide(settings.failMode, answer);
     },
     forget: (projectId) => void cache.delete(projectId),
@@ -135,14 +144,19 @@ export function approvalBody(id: string, nowMs: number, req: ApprovalRequest): s
   });
 }
 
-async function ask(settings: ApprovalSettings, req: ApprovalRequest, now: () => number): Promise<Answer> {
+async function ask(
+  send: WebhookFetch,
+  settings: ApprovalSettings,
+  req: ApprovalRequest,
+  now: () => number,
+): Promise<Answer> {
   const id = `apr_${randomBytes(16).toString("hex")}`;
   const nowMs = now();
   const body = approvalBody(id, nowMs, req);
   // One deadline for the whole exchange, the answer's body included.
   const signal = AbortSignal.timeout(settings.timeoutMs);
   try {
-    const res = await fetch(settings.url, {
+    const res = await send(settings.url, {
       method: "POST",
       headers: {
         ...signedHeaders([settings.secret], id, Math.floor(nowMs / 1000), body),
@@ -158,7 +172,13 @@ async function ask(settings: ApprovalSettings, req: ApprovalRequest, now: () => 
     if (name === "TimeoutError" || name === "AbortError") {
       return { kind: "failure", why: `no answer within ${settings.timeoutMs} ms` };
     }
-    return { kind: "failure", why: "the request failed" };
+    const refused =
+      name === "PrivateTargetRefused" ||
+      (err as { cause?: { name?: string } }).cause?.name === "PrivateTargetRefused";
+    return {
+      kind: "failure",
+      why: refused ? "the URL does not resolve to public addresses only" : "the request failed",
+    };
   }
 }
 

@@ -11,6 +11,7 @@ import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { bearer, NullableTimestamp, responses, Timestamp, Wei } from "../http/schemas.ts";
 import { listDeliveries, redeliver } from "./deliveries.ts";
+import { type PrivateTargets, refusedTarget } from "./egress.ts";
 import { ALL_EVENTS, EVENT_TYPES } from "./events.ts";
 import { generateSecret } from "./signing.ts";
 import {
@@ -144,7 +145,7 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
       const endpoint = await db.transaction((tx) =>
         createEndpoint(tx, {
           projectId,
-          url: checkedUrl(request.body.url),
+          url: checkedUrl(request.body.url, services.config.webhookPrivateTargets),
           eventTypes: request.body.eventTypes,
           description: request.body.description ?? "",
           secret,
@@ -195,7 +196,7 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
       const b = request.body;
       const updated = await updateEndpoint(db, id, Number(webhookId), {
         ...b,
-        ...(b.url === undefined ? {} : { url: checkedUrl(b.url) }),
+        ...(b.url === undefined ? {} : { url: checkedUrl(b.url, services.config.webhookPrivateTargets) }),
       });
       return updated ?? Promise.reject(notFound("webhook endpoint"));
     },
@@ -355,7 +356,11 @@ function approvalRoutes(app: App, services: Parameters<RoutePlugin>[1]["services
       const projectId = request.params.id;
       await authorizeProject(db, request, projectId, "project:update");
       const { timeoutMs, failMode } = request.body;
-      const approval = { url: checkedUrl(request.body.url), timeoutMs, failMode };
+      const approval = {
+        url: checkedUrl(request.body.url, services.config.webhookPrivateTargets),
+        timeoutMs,
+        failMode,
+      };
       const { secret } = await db.transaction((tx) =>
         putApproval(tx, projectId, approval, generateSecret(), request.body.rotateSecret === true),
       );
@@ -422,8 +427,10 @@ function approvalRoutes(app: App, services: Parameters<RoutePlugin>[1]["services
   );
 }
 
-function checkedUrl(value: string): string {
+function checkedUrl(value: string, privateTargets: PrivateTargets): string {
   const checked = checkWebhookUrl(value);
   if (!checked.ok) throw invalid(checked.reason);
+  const refused = refusedTarget(new URL(checked.url), privateTargets);
+  if (refused) throw invalid(refused);
   return checked.url;
 }

@@ -5,9 +5,11 @@
  * instance's claims come back when their lease ends. Delivery is at least once: a receiver
  * de-duplicates on `webhook-id`, the event's id, which every retry and redelivery repeats.
  */
+
 import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
 import type { Db } from "../db/db.ts";
 import { type ClaimedDelivery, claimDue, recordAttempt, releaseClaim } from "./deliveries.ts";
+import type { WebhookFetch } from "./egress.ts";
 import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
 import { signedHeaders } from "./signing.ts";
 
@@ -21,6 +23,8 @@ export interface WorkerOptions {
   concurrency?: number;
   random?: () => number;
   now?: () => number;
+  /** What requests are sent with (webhooks/egress.ts: the guard against private targets). */
+  fetch?: WebhookFetch;
 }
 
 export interface WebhookWorker {
@@ -47,6 +51,7 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
   const concurrency = options.concurrency ?? 16;
   const random = options.random ?? Math.random;
   const now = options.now ?? Date.now;
+  const send: WebhookFetch = options.fetch ?? ((url, init) => fetch(url, init));
   // Past the attempt's own timeout, with room to record its result: only a dead instance's
   // claims outlive it.
   const leaseMs = 2 * options.timeoutMs + 1000;
@@ -61,7 +66,7 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
     let statusCode: number | null = null;
     let error: string | null = null;
     try {
-      const res = await fetch(d.url, {
+      const res = await send(d.url, {
         method: "POST",
         headers: { ...headers, "user-agent": "gas-sponsorship-webhooks/1" },
         body,
@@ -131,8 +136,10 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
 
 /** A short, safe description of a failed attempt (no URL: it may carry a token in its path). */
 function describeFailure(err: unknown, timeoutMs: number): string {
-  const e = err as { name?: string; cause?: { code?: string } };
+  const e = err as { name?: string; cause?: { code?: string; name?: string; message?: string } };
   if (e.name === "TimeoutError" || e.name === "AbortError") return `timed out after ${timeoutMs} ms`;
+  if (e.name === "PrivateTargetRefused") return `refused: ${(err as Error).message}`;
+  if (e.cause?.name === "PrivateTargetRefused") return `refused: ${e.cause.message}`;
   if (e.cause?.code) return `connection failed: ${e.cause.code}`;
   return "request failed";
 }

@@ -1,0 +1,126 @@
+/**
+ * Where the service may send a studio's webhooks. A webhook URL is chosen by whoever administers a
+ * project, and the service then makes requests to it from inside its own network: without a
+ * guard, a URL such as http://10.0.0.5:5432/ or http://169.254.169.254/ turns the webhook worker
+ * into a way to reach the database, Redis or the cloud's metadata service (server-side request
+ * forgery). With WEBHOOK_PRIVATE_TARGETS=refuse (the default in production):
+ *
+ * - a URL whose host is a non-public IP literal (or `localhost`) is refused when it is saved;
+ * - every connection is made to an address checked *after* DNS resolution, through the same
+ *   lookup that the connection then uses (undici's `connect.lookup`), so a name that resolves to
+ *   a private address — or a DNS answer that changes between a check and the connection (DNS
+ *   rebinding) — never gets a connection. Redirects are never followed.
+ *
+ * `allow` (the default outside production) lets a laptop's receiver on 127.0.0.1 work.
+ */
+import { lookup as dnsLookup } from "node:dns";
+import { BlockList, isIP, type LookupFunction } from "node:net";
+import { Agent, fetch as undiciFetch } from "undici";
+
+export type PrivateTargets = "refuse" | "allow";
+
+/** Not public: loopback, private, shared, link-local, documentation, benchmarking, multicast, reserved. */
+const NON_PUBLIC = new BlockList();
+for (const [net, prefix] of [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.0.2.0", 24],
+  ["192.88.99.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["198.51.100.0", 24],
+  ["203.0.113.0", 24],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
+] as const) {
+  NON_PUBLIC.addSubnet(net, prefix, "ipv4");
+}
+for (const [net, prefix] of [
+  ["::", 128],
+  ["::1", 128],
+  ["64:ff9b::", 96],
+  ["64:ff9b:1::", 48],
+  ["100::", 64],
+  ["2001::", 23],
+  ["2001:db8::", 32],
+  ["2002::", 16],
+  ["fc00::", 7],
+  ["fe80::", 10],
+  ["fec0::", 10],
+  ["ff00::", 8],
+] as const) {
+  NON_PUBLIC.addSubnet(net, prefix, "ipv6");
+}
+
+/** Whether an IP address is on the public internet (an IPv4-mapped IPv6 address is judged as IPv4). */
+export function isPublicAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 0) return false;
+  if (family === 6) {
+    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+    if (mapped) return isPublicAddress(mapped[1]!);
+    // ::ffff:0:0/96 written in hex (::ffff:7f00:1): not public whatever it maps to.
+    if (/^::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}$/i.test(address)) return false;
+    return !NON_PUBLIC.check(address, "ipv6");
+  }
+  return !NON_PUBLIC.check(address, "ipv4");
+}
+
+/** Why a URL may not be saved under this policy, or null. Names are judged when connecting. */
+export function refusedTarget(url: URL, policy: PrivateTargets): string | null {
+  if (policy === "allow") return null;
+  // A trailing dot names the same host (localhost. is localhost).
+  const host = url.hostname
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.$/, "")
+    .toLowerCase();
+  if (host === "localhost" || host.endsWith(".localhost")) {
+    return "the URL points at this machine (localhost); webhooks go to public addresses";
+  }
+  if (isIP(host) !== 0 && !isPublicAddress(host)) {
+    return `the URL points at ${host}, which is not a public address; webhooks go to public addresses`;
+  }
+  return null;
+}
+
+export class PrivateTargetRefused extends Error {
+  constructor(readonly host: string) {
+    super(`${host} does not resolve to public addresses only (WEBHOOK_PRIVATE_TARGETS=refuse)`);
+    this.name = "PrivateTargetRefused";
+  }
+}
+
+/** The fetch the webhook worker and the approval gate send with. */
+export type WebhookFetch = (url: string, init: RequestInit) => Promise<Response>;
+
+/**
+ * dns.lookup for connections under `refuse`: every address the name resolves to must be public
+ * (a name with one public and one private address could otherwise be steered to the private one).
+ */
+export const guardedLookup: LookupFunction = (hostname, options, callback) => {
+  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return callback(err, "", 4);
+    if (addresses.length === 0 || !addresses.every((a) => isPublicAddress(a.address))) {
+      return callback(new PrivateTargetRefused(hostname), "", 4);
+    }
+    if (options.all) return callback(null, addresses);
+    return callback(null, addresses[0]!.address, addresses[0]!.family);
+  });
+};
+
+export function webhookFetch(policy: PrivateTargets): WebhookFetch {
+  if (policy === "allow") return (url, init) => fetch(url, init);
+  const agent = new Agent({ connect: { lookup: guardedLookup } });
+  return async (url, init) => {
+    const parsed = new URL(url);
+    const reason = refusedTarget(parsed, policy);
+    // An IP literal is connected to without a lookup: it is judged here instead.
+    if (reason) throw new PrivateTargetRefused(parsed.hostname);
+    return (await undiciFetch(url, { ...(init as object), dispatcher: agent })) as unknown as Response;
+  };
+}

@@ -1,0 +1,158 @@
+/**
+ * Webhooks never reach the service's own network under WEBHOOK_PRIVATE_TARGETS=refuse (the
+ * production default): non-public IP literals and localhost are refused when saved (400, nothing
+ * stored), and the worker's connections are checked after DNS resolution, so a URL saved earlier
+ * (or a name that resolves to a private address) gets no request; its delivery log says why.
+ */
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { loadConfig } from "../src/config.ts";
+import { creditDeposit } from "../src/ledger/ledger.ts";
+import { guardedLookup, isPublicAddress, refusedTarget, webhookFetch } from "../src/webhooks/egress.ts";
+import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
+import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
+import { type Receiver, startReceiver } from "./support/receiver.ts";
+
+describe("which addresses are public", () => {
+  it("refuses loopback, private, link-local, shared, reserved and IPv4-mapped private addresses", () => {
+    const notPublic = [
+      "127.0.0.1",
+      "10.1.2.3",
+      "172.16.0.1",
+      "172.31.255.255",
+      "192.168.1.1",
+      "169.254.169.254",
+      "100.64.0.1",
+      "0.0.0.0",
+      "224.0.0.1",
+      "255.255.255.255",
+      "::1",
+      "::",
+      "fe80::1",
+      "fd00::1",
+      "::ffff:127.0.0.1",
+      "::ffff:7f00:1",
+      "64:ff9b::a00:1",
+      "not an address",
+    ];
+    for (const a of notPublic) assert.equal(isPublicAddress(a), false, a);
+    for (const a of ["1.1.1.1", "8.8.8.8", "172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) {
+      assert.equal(isPublicAddress(a), true, a);
+    }
+  });
+
+  it("judges URLs by their host when saved; names are judged when connecting", () => {
+    const refused = (u: string) => refusedTarget(new URL(u), "refuse");
+    for (const u of [
+      "http://127.0.0.1:8080/hook",
+      "http://localhost/hook",
+      "http://LOCALHOST./hook",
+      "http://api.localhost/hook",
+      "http://[::1]/hook",
+      "http://[::ffff:127.0.0.1]/hook",
+      "http://169.254.169.254/latest/meta-data",
+      "http://2130706433/",
+      "http://0x7f.1/",
+    ]) {
+      assert.ok(refused(u), u);
+    }
+    assert.equal(refused("https://hooks.example.com/x"), null);
+    assert.equal(refused("https://8.8.8.8/x"), null);
+    assert.equal(refusedTarget(new URL("http://127.0.0.1/"), "allow"), null);
+  });
+
+  it("the connection's lookup refuses a name that resolves to a loopback address", async () => {
+    const err = await new Promise<Error | null>((resolve) =>
+      guardedLookup("localhost", {}, (e) => resolve(e as Error | null)),
+    );
+    assert.equal(err?.name, "PrivateTargetRefused");
+  });
+
+  it("is `refuse` by default in production and `allow` elsewhere", () => {
+    assert.equal(loadConfig({}).webhookPrivateTargets, "allow");
+    assert.equal(loadConfig({ WEBHOOK_PRIVATE_TARGETS: "refuse" }).webhookPrivateTargets, "refuse");
+    const production = loadConfig({ NODE_ENV: "production", ALLOW_INSECURE_DEFAULTS: "true" });
+    assert.equal(production.webhookPrivateTargets, "refuse");
+  });
+});
+
+describe("WEBHOOK_PRIVATE_TARGETS=refuse", () => {
+  let store: TestDb;
+  let strict: TestApp;
+  let lax: TestApp;
+  let receiver: Receiver;
+  let worker: WebhookWorker;
+
+  before(async () => {
+    store = await openTestDb();
+    strict = await startTestApp({ db: store, env: { WEBHOOK_PRIVATE_TARGETS: "refuse" } });
+    lax = await startTestApp({ db: store, env: { WEBHOOK_PRIVATE_TARGETS: "allow" } });
+    receiver = await startReceiver();
+    worker = webhookWorker(store.db, {
+      retry: { baseDelayMs: 10, maxDelayMs: 10, maxAttempts: 1 },
+      timeoutMs: 1_000,
+      pollIntervalMs: 50,
+      fetch: webhookFetch("refuse"),
+    });
+  });
+  after(async () => {
+    await worker.stop();
+    await receiver.close();
+    await strict.close();
+    await lax.close();
+    await store.drop();
+  });
+
+  it("refuses to save an endpoint or an approval webhook on this machine's network, storing nothing", async () => {
+    const p = await seedProject(strict, { slug: `eg-${randomBytes(3).toString("hex")}` });
+    for (const url of [receiver.url, "http://localhost:9/x", "http://[::1]:9/x", "http://10.0.0.5:5432/"]) {
+      const res = await strict.request({
+        method: "POST",
+        url: `/projects/${p.projectId}/webhooks`,
+        token: p.ownerToken,
+        payload: { url, eventTypes: ["*"] },
+      });
+      assert.equal(res.statusCode, 400, url);
+      assert.match((res.json() as { detail: string }).detail, /public addresses/);
+    }
+    const approval = await strict.request({
+      method: "PUT",
+      url: `/projects/${p.projectId}/approval-webhook`,
+      token: p.ownerToken,
+      payload: { url: "http://169.254.169.254/", timeoutMs: 200, failMode: "open" },
+    });
+    assert.equal(approval.statusCode, 400);
+    const list = await strict.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/webhooks`,
+      token: p.ownerToken,
+    });
+    assert.equal(list.statusCode, 200);
+    assert.deepEqual(list.json(), [], "nothing was stored");
+  });
+
+  it("a worker under `refuse` sends nothing to an endpoint saved under `allow`, and logs why", async () => {
+    const p = await seedProject(lax, { slug: `eg-${randomBytes(3).toString("hex")}` });
+    const created = await lax.request({
+      method: "POST",
+      url: `/projects/${p.projectId}/webhooks`,
+      token: p.ownerToken,
+      payload: { url: receiver.url, eventTypes: ["*"] },
+    });
+    assert.equal(created.statusCode, 201, created.body);
+    const endpoint = created.json() as { id: number; secret: string };
+    lax.secrets.add(endpoint.secret);
+    // A deposit credit is an event every endpoint subscribed to "*" receives.
+    await creditDeposit(store.db, { projectId: p.projectId, reference: `eg:${p.projectId}`, amountWei: 1n });
+    for (let pass = 0; pass < 20; pass++) await worker.drain();
+    assert.equal(receiver.received.length, 0, "no request reached the receiver");
+    const log = await lax.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/webhooks/${endpoint.id}/deliveries`,
+      token: p.ownerToken,
+    });
+    assert.equal(log.statusCode, 200);
+    assert.match(log.body, /refused: 127\.0\.0\.1 does not resolve to public addresses only/);
+  });
+});
