@@ -64,7 +64,7 @@ describe("which addresses are public", () => {
 
   it("the connection's lookup refuses a name that resolves to a loopback address", async () => {
     const err = await new Promise<Error | null>((resolve) =>
-      guardedLookup("localhost", {}, (e) => resolve(e as Error | null)),
+      guardedLookup()("localhost", {}, (e) => resolve(e as Error | null)),
     );
     assert.equal(err?.name, "PrivateTargetRefused");
   });
@@ -154,5 +154,21 @@ describe("WEBHOOK_PRIVATE_TARGETS=refuse", () => {
     });
     assert.equal(log.statusCode, 200);
     assert.match(log.body, /refused: 127\.0\.0\.1 does not resolve to public addresses only/);
+  });
+
+  it("the guarded path delivers to an address it allows (the same agent, widened to 127.0.0.1)", async () => {
+    const send = webhookFetch("refuse", (a) => a === "127.0.0.1");
+    const res = await send(receiver.url, {
+      method: "POST",
+      body: "{}",
+      headers: { "content-type": "application/json" },
+    });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+    assert.equal(receiver.received.length, 1);
+    await assert.rejects(
+      send(receiver.url.replace("127.0.0.1", "localhost"), { method: "POST", body: "{}" }),
+      (e: Error) => [e.name, (e.cause as Error | undefined)?.name].includes("PrivateTargetRefused"),
+    );
   });
 });

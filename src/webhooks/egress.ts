@@ -99,28 +99,38 @@ export class PrivateTargetRefused extends Error {
 export type WebhookFetch = (url: string, init: RequestInit) => Promise<Response>;
 
 /**
- * dns.lookup for connections under `refuse`: every address the name resolves to must be public
+ * dns.lookup for connections under `refuse`: every address the name resolves to must be allowed
  * (a name with one public and one private address could otherwise be steered to the private one).
  */
-export const guardedLookup: LookupFunction = (hostname, options, callback) => {
-  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return callback(err, "", 4);
-    if (addresses.length === 0 || !addresses.every((a) => isPublicAddress(a.address))) {
-      return callback(new PrivateTargetRefused(hostname), "", 4);
-    }
-    if (options.all) return callback(null, addresses);
-    return callback(null, addresses[0]!.address, addresses[0]!.family);
-  });
-};
+export function guardedLookup(allowed: (address: string) => boolean = isPublicAddress): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, "", 4);
+      if (addresses.length === 0 || !addresses.every((a) => allowed(a.address))) {
+        return callback(new PrivateTargetRefused(hostname), "", 4);
+      }
+      if (options.all) return callback(null, addresses);
+      return callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  };
+}
 
-export function webhookFetch(policy: PrivateTargets): WebhookFetch {
+/**
+ * @param allowed which addresses count as public (tests widen it to reach a local receiver
+ *   through the same guarded path).
+ */
+export function webhookFetch(
+  policy: PrivateTargets,
+  allowed: (address: string) => boolean = isPublicAddress,
+): WebhookFetch {
   if (policy === "allow") return (url, init) => fetch(url, init);
-  const agent = new Agent({ connect: { lookup: guardedLookup } });
+  const agent = new Agent({ connect: { lookup: guardedLookup(allowed) } });
   return async (url, init) => {
     const parsed = new URL(url);
-    const reason = refusedTarget(parsed, policy);
+    const host = parsed.hostname.replace(/^\[|\]$/g, "");
     // An IP literal is connected to without a lookup: it is judged here instead.
-    if (reason) throw new PrivateTargetRefused(parsed.hostname);
+    const literalRefused = isIP(host) !== 0 ? !allowed(host) : refusedTarget(parsed, policy) !== null;
+    if (literalRefused) throw new PrivateTargetRefused(parsed.hostname);
     return (await undiciFetch(url, { ...(init as object), dispatcher: agent })) as unknown as Response;
   };
 }
