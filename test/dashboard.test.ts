@@ -234,6 +234,8 @@ describe("the dashboard in a browser", () => {
     // The page re-reads the balance by itself.
     await page.locator("#tank-balance", { hasText: "1.25 S" }).waitFor({ timeout: 30_000 });
     assert.equal(await page.locator("[data-credited] .money").first().textContent(), "1.25 S");
+    // The per-chain table is refreshed with the card: no stale "0 S" beside "1.25 S".
+    await page.locator("table td .money", { hasText: "1.25 S" }).first().waitFor({ timeout: 10_000 });
     await screenshot(page, "11-funding");
   });
 

@@ -16,12 +16,15 @@ export async function render(ctx) {
   const balance = await get(`/projects/${seg(id)}/balance`);
   const balanceSlot = h("span", { id: "tank-balance" }, money(balance.balance, ctx.currency));
   const creditedSlots = new Map();
+  // The table's cells are refreshed with the cards' (both show what each address has credited).
+  const tableSlots = new Map();
   const cards = accounts.map((a) => {
     const chain = ctx.settings.chains.find((c) => c.chainId === a.chain_id);
     // EIP-681: wallets that scan it open a transfer to this address on this chain.
     const uri = `ethereum:${a.address}@${a.chain_id}`;
     const credited = h("span", { "data-credited": a.chain_id }, money(a.total_credited, ctx.currency));
     creditedSlots.set(a.chain_id, credited);
+    tableSlots.set(a.chain_id, h("span", {}, money(a.total_credited, ctx.currency)));
     return section(
       `Deposit address on ${chain?.name ?? `chain ${a.chain_id}`}`,
       h(
@@ -58,8 +61,10 @@ export async function render(ctx) {
         get(`/projects/${seg(id)}/funding-accounts`),
       ]);
       balanceSlot.replaceChildren(money(b.balance, ctx.currency));
-      for (const a of list)
+      for (const a of list) {
         creditedSlots.get(a.chain_id)?.replaceChildren(money(a.total_credited, ctx.currency));
+        tableSlots.get(a.chain_id)?.replaceChildren(money(a.total_credited, ctx.currency));
+      }
     } catch {
       // A failed background refresh is retried at the next tick; actions show their own errors.
     }
@@ -86,7 +91,7 @@ export async function render(ctx) {
         accounts.map((a) => [
           String(a.chain_id),
           h("code", {}, a.address),
-          money(a.total_credited, ctx.currency),
+          tableSlots.get(a.chain_id),
         ]),
       ),
     ),
