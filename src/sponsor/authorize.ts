@@ -14,12 +14,13 @@ import { type Address, bytesToHex, type Hex } from "viem";
 import type { Config } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ReservationBatcher } from "../ledger/batcher.ts";
+import type { Reservation } from "../ledger/ledger.ts";
 import { type CallAuthorization, callSponsorshipDigest } from "../paymaster/digest.ts";
 import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
 import { encodeCallPaymasterAndData, PAYMASTER_DATA_OFFSET } from "../paymaster/layout.ts";
 import { ruleRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
-import { quote } from "./policy.ts";
+import { type Quote, quote } from "./policy.ts";
 import type { FeeCeilings } from "./pricing.ts";
 import type { Signer } from "./signer.ts";
 
@@ -50,9 +51,15 @@ export interface AuthorizeDeps {
   now(): number;
 }
 
-export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Promise<AuthorizeOutcome> {
-  const nowMs = deps.now();
-  const q = quote({
+type Quoted = Extract<Quote, { kind: "quote" }>;
+
+/** The price and window of a call authorization now: the chain, the project's TTL, the fee ceilings. */
+export async function quoteCall(
+  deps: Pick<AuthorizeDeps, "config" | "feeCeilings" | "projectTtlSec">,
+  req: AuthorizeRequest,
+  nowMs: number,
+): Promise<Quote> {
+  return quote({
     chain: deps.config.chains.find((c) => c.chainId === req.chainId),
     chainId: req.chainId,
     estimatedGas: req.estimatedGas,
@@ -61,6 +68,37 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
     clockSkewSec: deps.config.clockSkewSec,
     fees: deps.feeCeilings(req.chainId),
   });
+}
+
+/** The reservation of a call authorization priced by `q` (authorize and its dry run share it). */
+export function callReservation(
+  req: AuthorizeRequest,
+  q: Quoted,
+  nowMs: number,
+  ids: Pick<Reservation, "authId" | "clientNonce" | "requestDigest" | "response">,
+): Reservation {
+  return {
+    ...ids,
+    projectId: req.projectId,
+    apiKeyId: req.apiKeyId,
+    chainId: req.chainId,
+    sender: req.user.toLowerCase(),
+    target: req.target.toLowerCase(),
+    selector: req.selector.toLowerCase(),
+    estimatedGas: req.estimatedGas,
+    maxGasCostWei: q.maxGasCostWei,
+    maxFeePerGasWei: q.maxFeePerGasWei,
+    maxPriorityFeePerGasWei: q.maxPriorityFeePerGasWei,
+    paymaster: q.paymaster.toLowerCase(),
+    validAfterSec: q.validAfterSec,
+    validUntilSec: q.validUntilSec,
+    requestedAtMs: nowMs,
+  };
+}
+
+export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Promise<AuthorizeOutcome> {
+  const nowMs = deps.now();
+  const q = await quoteCall(deps, req, nowMs);
   if (q.kind === "denied") return { kind: "refused", code: q.code, detail: q.detail };
   const approval = await deps.approve?.({
     projectId: req.projectId,
@@ -91,26 +129,14 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
   const body = responseBody(q, paymasterAndData, signature, sponsorship.authId);
   const requestDigest = req.clientNonce ? digestOf(req) : null;
 
-  const outcome = await deps.reservations.reserve({
-    projectId: req.projectId,
-    clientNonce: req.clientNonce,
-    requestDigest,
-    authId: sponsorship.authId,
-    apiKeyId: req.apiKeyId,
-    chainId: req.chainId,
-    sender: sponsorship.sender,
-    target: sponsorship.target,
-    selector: sponsorship.selector,
-    estimatedGas: req.estimatedGas,
-    maxGasCostWei: q.maxGasCostWei,
-    maxFeePerGasWei: q.maxFeePerGasWei,
-    maxPriorityFeePerGasWei: q.maxPriorityFeePerGasWei,
-    paymaster: q.paymaster.toLowerCase(),
-    validAfterSec: q.validAfterSec,
-    validUntilSec: q.validUntilSec,
-    response: req.clientNonce ? body : null,
-    requestedAtMs: nowMs,
-  });
+  const outcome = await deps.reservations.reserve(
+    callReservation(req, q, nowMs, {
+      authId: sponsorship.authId,
+      clientNonce: req.clientNonce,
+      requestDigest,
+      response: req.clientNonce ? body : null,
+    }),
+  );
   switch (outcome.kind) {
     case "reserved":
       return { kind: "authorized", body, replayed: false };
@@ -141,12 +167,7 @@ function refused(code: ErrorCode, detail: string): AuthorizeOutcome {
  * byte-identical. The first five fields are INTERFACE.md's; the rest is what a client must
  * respect to build an operation the paymaster accepts.
  */
-function responseBody(
-  q: Extract<ReturnType<typeof quote>, { kind: "quote" }>,
-  paymasterAndData: Hex,
-  signature: Hex,
-  authId: Hex,
-): string {
+function responseBody(q: Quoted, paymasterAndData: Hex, signature: Hex, authId: Hex): string {
   return JSON.stringify({
     authorized: true,
     paymasterAndData,

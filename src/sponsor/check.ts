@@ -5,13 +5,11 @@
  * same rules on the same data. Nothing is signed, reserved, counted or locked; a concurrent
  * authorization may of course take what the dry run saw as free.
  */
-import type { Address } from "viem";
 import type { Config } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { Reservation, ReserveOutcome } from "../ledger/ledger.ts";
 import { ruleRefusal } from "../policies/refusals.ts";
-import type { AuthorizeRequest } from "./authorize.ts";
-import { quote } from "./policy.ts";
+import { type AuthorizeRequest, callReservation, quoteCall } from "./authorize.ts";
 import type { FeeCeilings } from "./pricing.ts";
 
 export type CheckOutcome =
@@ -28,36 +26,16 @@ export interface CheckDeps {
 
 export async function checkAuthorization(deps: CheckDeps, req: AuthorizeRequest): Promise<CheckOutcome> {
   const nowMs = deps.now();
-  const q = quote({
-    chain: deps.config.chains.find((c) => c.chainId === req.chainId),
-    chainId: req.chainId,
-    estimatedGas: req.estimatedGas,
-    ttlSec: await deps.projectTtlSec(req.projectId),
-    nowMs,
-    clockSkewSec: deps.config.clockSkewSec,
-    fees: deps.feeCeilings(req.chainId),
-  });
+  const q = await quoteCall(deps, req, nowMs);
   if (q.kind === "denied") return { kind: "would_refuse", code: q.code, detail: q.detail, ruleId: null };
-  const outcome = await deps.dryRun({
-    projectId: req.projectId,
-    clientNonce: null,
-    requestDigest: null,
-    authId: `0x${"0".repeat(64)}`,
-    apiKeyId: req.apiKeyId,
-    chainId: req.chainId,
-    sender: req.user.toLowerCase() as Address,
-    target: req.target.toLowerCase(),
-    selector: req.selector.toLowerCase(),
-    estimatedGas: req.estimatedGas,
-    maxGasCostWei: q.maxGasCostWei,
-    maxFeePerGasWei: q.maxFeePerGasWei,
-    maxPriorityFeePerGasWei: q.maxPriorityFeePerGasWei,
-    paymaster: q.paymaster.toLowerCase(),
-    validAfterSec: q.validAfterSec,
-    validUntilSec: q.validUntilSec,
-    response: null,
-    requestedAtMs: nowMs,
-  });
+  const outcome = await deps.dryRun(
+    callReservation(req, q, nowMs, {
+      authId: `0x${"0".repeat(64)}`,
+      clientNonce: null,
+      requestDigest: null,
+      response: null,
+    }),
+  );
   switch (outcome.kind) {
     case "reserved":
     case "replay":

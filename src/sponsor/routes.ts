@@ -1,11 +1,12 @@
-import { Type } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
+import type { FastifyRequest } from "fastify";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin, Services } from "../context.ts";
 import { ApiError } from "../http/problem.ts";
 import { Address as AddressSchema, bearer, responses, Selector, Wei } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
 import { dryRunReservation, type Reservation } from "../ledger/ledger.ts";
-import { authorize } from "./authorize.ts";
+import { type AuthorizeRequest, authorize } from "./authorize.ts";
 import { checkAuthorization } from "./check.ts";
 import { MAX_ESTIMATED_GAS } from "./policy.ts";
 import { feeCeilings } from "./pricing.ts";
@@ -82,22 +83,8 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
       },
     },
     async (request, reply) => {
-      const principal = requirePrincipal(request);
-      const body = request.body;
-      if (principal.kind !== "apiKey" || principal.projectId !== body.projectId) {
-        throw new ApiError("unauthorized", "authorize needs an API key of this project");
-      }
-      await authorizeProject(services.db, request, body.projectId, "sponsor:authorize");
-      const outcome = await authorize(deps, {
-        projectId: body.projectId,
-        apiKeyId: principal.keyId,
-        user: body.user,
-        target: body.target,
-        selector: body.selector,
-        estimatedGas: BigInt(body.estimatedGas),
-        chainId: body.chainId,
-        clientNonce: body.clientNonce ?? null,
-      });
+      const req = await authorizeRequest(services, request, request.body, "authorize");
+      const outcome = await authorize(deps, req);
       if (outcome.kind === "refused") {
         const extensions = outcome.ruleId === undefined ? {} : { ruleId: outcome.ruleId };
         throw new ApiError(outcome.code, outcome.detail, {}, extensions);
@@ -146,22 +133,8 @@ const checkRoute: RoutePlugin = async (app, { services }) => {
       },
     },
     async (request) => {
-      const principal = requirePrincipal(request);
-      const body = request.body;
-      if (principal.kind !== "apiKey" || principal.projectId !== body.projectId) {
-        throw new ApiError("unauthorized", "check needs an API key of this project");
-      }
-      await authorizeProject(services.db, request, body.projectId, "sponsor:authorize");
-      const outcome = await checkAuthorization(deps, {
-        projectId: body.projectId,
-        apiKeyId: principal.keyId,
-        user: body.user,
-        target: body.target,
-        selector: body.selector,
-        estimatedGas: BigInt(body.estimatedGas),
-        chainId: body.chainId,
-        clientNonce: null,
-      });
+      const req = await authorizeRequest(services, request, request.body, "check");
+      const outcome = await checkAuthorization(deps, { ...req, clientNonce: null });
       return outcome.kind === "would_sponsor"
         ? {
             wouldSponsor: true,
@@ -185,6 +158,33 @@ const checkRoute: RoutePlugin = async (app, { services }) => {
  * The validity TTL of each project, cached briefly: it is read on every authorization and
  * changes rarely. A change on another instance applies within the cache lifetime.
  */
+/**
+ * The caller must be an API key of the project named in the body (with `sponsor:authorize`);
+ * the body becomes the use case's request.
+ */
+async function authorizeRequest(
+  services: Services,
+  request: FastifyRequest,
+  body: Static<typeof AuthorizeBody>,
+  verb: "authorize" | "check",
+): Promise<AuthorizeRequest> {
+  const principal = requirePrincipal(request);
+  if (principal.kind !== "apiKey" || principal.projectId !== body.projectId) {
+    throw new ApiError("unauthorized", `${verb} needs an API key of this project`);
+  }
+  await authorizeProject(services.db, request, body.projectId, "sponsor:authorize");
+  return {
+    projectId: body.projectId,
+    apiKeyId: principal.keyId,
+    user: body.user,
+    target: body.target,
+    selector: body.selector,
+    estimatedGas: BigInt(body.estimatedGas),
+    chainId: body.chainId,
+    clientNonce: body.clientNonce ?? null,
+  };
+}
+
 function projectTtlCache(services: Services) {
   const cache = new Map<string, { ttlSec: number; expiresAt: number }>();
   const lifetimeMs = services.config.keyCacheTtlMs;
