@@ -7,12 +7,12 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import pg from "pg";
 import { openDb } from "../src/db/index.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { localIssuer } from "../src/identity/tokens.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { type DevChain, startChain } from "./support/chain/anvil.ts";
+import { freshDatabase as freshDatabaseOn, SHARED_PG_URL } from "./support/fresh-database.ts";
 import {
   ensureBuilt,
   freePort,
@@ -42,7 +42,6 @@ const OIDC = {
 const PG_URL = process.env.DATABASE_URL || null;
 // Tests of PostgreSQL-only behaviour run in both CI passes: in the embedded pass they use the
 // machine's PostgreSQL and Redis explicitly (a skipped test is a failed test).
-const SHARED_PG_URL = PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const REDIS_URL = process.env.REDIS_URL || null;
 const SHARED_REDIS_URL = REDIS_URL ?? "redis://127.0.0.1:6379";
 
@@ -53,23 +52,7 @@ function tempDir(): string {
   return dir;
 }
 
-/** A database of its own on the run's PostgreSQL server (the service migrates its public schema). */
-async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `gss_proc_${randomBytes(5).toString("hex")}`;
-  const admin = async (sql: string) => {
-    const c = new pg.Client({ connectionString: SHARED_PG_URL });
-    await c.connect();
-    try {
-      await c.query(sql);
-    } finally {
-      await c.end();
-    }
-  };
-  await admin(`CREATE DATABASE ${name}`);
-  const url = new URL(SHARED_PG_URL);
-  url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
-}
+const freshDatabase = () => freshDatabaseOn("gss_proc");
 
 /** Servers a test started: whatever a failed test left running is stopped after it. */
 const started: ServerProcess[] = [];

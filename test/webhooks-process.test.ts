@@ -4,10 +4,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import pg from "pg";
 import { openDb } from "../src/db/index.ts";
 import { localIssuer } from "../src/identity/tokens.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
+import { freshDatabase } from "./support/fresh-database.ts";
 import { startReceiver } from "./support/receiver.ts";
 import { ensureBuilt, type ServerProcess, startServer } from "./support/server-process.ts";
 
@@ -17,32 +17,14 @@ import { ensureBuilt, type ServerProcess, startServer } from "./support/server-p
  * passes, as in process.test.ts); the receiver holds the first deliveries open, the service is
  * killed while they are in flight, and once a new process is up every event arrives.
  */
-const PG_URL = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
 
 let dataDir: string;
 let database: { url: string; drop(): Promise<void> };
 
-async function freshDatabase() {
-  const name = `gss_wh_${randomBytes(5).toString("hex")}`;
-  const admin = async (sql: string) => {
-    const c = new pg.Client({ connectionString: PG_URL });
-    await c.connect();
-    try {
-      await c.query(sql);
-    } finally {
-      await c.end();
-    }
-  };
-  await admin(`CREATE DATABASE ${name}`);
-  const url = new URL(PG_URL);
-  url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) };
-}
-
 before(async () => {
   ensureBuilt();
   dataDir = mkdtempSync(join(tmpdir(), "gss-webhooks-"));
-  database = await freshDatabase();
+  database = await freshDatabase("gss_wh");
 });
 after(async () => {
   await database.drop();
