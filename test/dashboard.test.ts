@@ -212,7 +212,7 @@ describe("the dashboard in a browser", () => {
 
   test("adds a webhook endpoint, its signing secret shown once", async () => {
     await open(`#/projects/${PROJECT_ID}/webhooks`, /Webhooks/);
-    await page.getByLabel("URL").fill("https://hooks.example.com/gas");
+    await page.getByLabel("URL", { exact: true }).fill("https://hooks.example.com/gas");
     await page.getByLabel("Description").fill("game backend");
     await page.getByRole("button", { name: "Add endpoint" }).click();
     await page.getByRole("heading", { name: "The endpoint's signing secret — shown once" }).waitFor();
@@ -220,6 +220,30 @@ describe("the dashboard in a browser", () => {
     await screenshot(page, "10-webhooks");
     await page.getByRole("button", { name: "I have stored it" }).click();
     await page.getByRole("link", { name: "https://hooks.example.com/gas" }).waitFor();
+  });
+
+  test("sets and removes an approval webhook, and sets a low-balance alert", async () => {
+    await open(`#/projects/${PROJECT_ID}/webhooks`, /Webhooks/);
+    await page.getByLabel("Approval URL").fill("https://approvals.example.com/ask");
+    await page.getByLabel("When it does not answer in time").selectOption("open");
+    await page.getByRole("button", { name: "Set approval webhook" }).click();
+    await page.getByRole("heading", { name: "The approval webhook's signing secret — shown once" }).waitFor();
+    s.t.secrets.add(await page.getByLabel("Signing secret").inputValue());
+    await page.getByRole("button", { name: "I have stored it" }).click();
+    await page.getByText("Every sponsorship is first sent to https://approvals.example.com/ask").waitFor();
+    // A bad amount is refused on the page and changes nothing; a good one is saved.
+    await page.getByLabel("Alert below (S)").fill("1.2.3");
+    await page.getByRole("button", { name: "Save alert" }).click();
+    await alert().waitFor();
+    assert.match((await alert().textContent()) ?? "", /enter a positive amount/);
+    await page.getByLabel("Alert below (S)").fill("0.5");
+    await page.getByRole("button", { name: "Save alert" }).click();
+    await page.getByText("Alert below 0.5 S").waitFor();
+    await screenshot(page, "10b-approval-and-alert");
+    // Removed again: the operation sent later must not wait on an approval receiver that does not exist.
+    await page.getByRole("button", { name: "Remove approval webhook" }).click();
+    await page.getByRole("button", { name: "Remove", exact: true }).click();
+    await page.getByText("None: sponsorships are decided by the allowlist").waitFor();
   });
 
   test("funds the tank on chain and sees the deposit arrive", async () => {

@@ -301,10 +301,18 @@ describe("analytics rollups", () => {
     const sql = readFileSync(new URL("../src/db/migrations/012_rollups.sql", import.meta.url), "utf8");
     const backfill = sql.slice(sql.indexOf("-- BEGIN BACKFILL"), sql.indexOf("-- END BACKFILL"));
     await t.db.transaction(async (tx) => {
-      for (const table of ["rollup_project_totals", "rollup_project_days", "rollup_project_targets", "rollup_project_senders"]) {
+      for (const table of [
+        "rollup_project_totals",
+        "rollup_project_days",
+        "rollup_project_targets",
+        "rollup_project_senders",
+      ]) {
         await tx.query(`DELETE FROM ${table}`);
       }
-      for (const statement of backfill.split(/;\s*\n/).map((s) => s.replace(/^\s*--.*$/gm, "").trim()).filter(Boolean)) {
+      for (const statement of backfill
+        .split(/;\s*\n/)
+        .map((s) => s.replace(/^\s*--.*$/gm, "").trim())
+        .filter(Boolean)) {
         await tx.query(statement);
       }
     });

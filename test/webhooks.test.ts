@@ -448,6 +448,16 @@ describe("approval webhook", () => {
       reference: `14601:0xapr:${p.projectId}`,
       amountWei: 10n ** 17n,
     });
+    const read = async () => {
+      const got = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/approval-webhook`,
+        token: p.ownerToken,
+      });
+      assert.equal(got.statusCode, 200, got.body);
+      return got.json() as Record<string, unknown>;
+    };
+    assert.deepEqual(await read(), { configured: false });
     const res = await t.request({
       method: "PUT",
       url: `/projects/${p.projectId}/approval-webhook`,
@@ -458,6 +468,12 @@ describe("approval webhook", () => {
     const secret = (res.json() as { secret: string }).secret;
     assert.match(secret, /^whsec_/);
     t.secrets.add(secret);
+    assert.deepEqual(await read(), {
+      configured: true,
+      url: receiver.url,
+      timeoutMs: settings.timeoutMs ?? 200,
+      failMode: settings.failMode,
+    });
     return { ...p, secret };
   }
 
@@ -499,7 +515,12 @@ describe("approval webhook", () => {
         url: `/projects/${p.projectId}/approval-webhook`,
         token: p.ownerToken,
       });
-      assert.deepEqual(shown.json(), { url: receiver.url, timeoutMs: 200, failMode: "closed" });
+      assert.deepEqual(shown.json(), {
+        configured: true,
+        url: receiver.url,
+        timeoutMs: 200,
+        failMode: "closed",
+      });
     } finally {
       await receiver.close();
     }

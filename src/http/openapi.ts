@@ -241,7 +241,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   },
   "GET /projects/:id/approval-webhook": {
     operationId: "getApprovalWebhook",
-    summary: "The approval webhook's URL, timeout and fail mode (never its secret)",
+    summary: "Whether an approval webhook is set, and its URL, timeout and fail mode (never its secret)",
     access: "bearer",
     errors: member,
   },

@@ -97,6 +97,13 @@ const FailMode = Type.Union([Type.Literal("open"), Type.Literal("closed")], {
     "What happens when the receiver errs, times out or answers garbage: open sponsors, closed refuses",
 });
 const Approval = Type.Object({ url: Type.String(), timeoutMs: Type.Integer(), failMode: FailMode });
+/** GET's answer: whether one is set (a page asks on every view; "none" is not an error). */
+const ApprovalState = Type.Object({
+  configured: Type.Boolean(),
+  url: Type.Optional(Type.String()),
+  timeoutMs: Type.Optional(Type.Integer()),
+  failMode: Type.Optional(FailMode),
+});
 
 export const webhookRoutes: RoutePlugin = async (app, { services }) => {
   const { db } = services;
@@ -318,12 +325,19 @@ function approvalRoutes(app: App, services: Parameters<RoutePlugin>[1]["services
 
   app.get(
     "/projects/:id/approval-webhook",
-    { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Approval }) } },
+    {
+      schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: ApprovalState }) },
+    },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const { approval } = await readSettings(db, request.params.id);
-      if (!approval) throw notFound("approval webhook");
-      return { url: approval.url, timeoutMs: approval.timeoutMs, failMode: approval.failMode };
+      if (!approval) return { configured: false };
+      return {
+        configured: true,
+        url: approval.url,
+        timeoutMs: approval.timeoutMs,
+        failMode: approval.failMode,
+      };
     },
   );
 

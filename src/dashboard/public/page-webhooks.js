@@ -1,6 +1,8 @@
 // Webhooks (issue 11): event endpoints (the signing secret shown once, on creation and rotation),
-// pausing, deleting, and each endpoint's delivery log with redelivery.
-import { api, del, get, patch, post, seg } from "./api.js";
+// pausing, deleting, and each endpoint's delivery log with redelivery; the approval webhook asked
+// before each sponsorship is signed; the low-balance alert (balance.low).
+import { ApiProblem, api, del, get, patch, post, seg } from "./api.js";
+import { parseUnits } from "./money.js";
 import {
   announce,
   badge,
@@ -10,6 +12,7 @@ import {
   field,
   form,
   h,
+  money,
   section,
   table,
   time,
@@ -145,6 +148,10 @@ export async function render(ctx) {
   });
   const selected = ctx.query.get("endpoint");
   const log = selected ? await deliveryLog(ctx, id, selected) : null;
+  const [approval, alert] = await Promise.all([
+    approvalSection(ctx, id, showSecret),
+    balanceAlertSection(ctx, id),
+  ]);
   return h(
     "div",
     {},
@@ -154,6 +161,151 @@ export async function render(ctx) {
       table("Webhook endpoints", ["URL", "Events", "Description", "State", "Actions"], rows, "No endpoints."),
     ),
     log,
+    approval,
+    alert,
+  );
+}
+
+/** The approval webhook: read, set (its secret shown once), remove. */
+async function approvalSection(ctx, id, showSecret) {
+  const path = `/projects/${seg(id)}/approval-webhook`;
+  const state = await get(path);
+  const current = state.configured ? state : null;
+  const failModes = [
+    ["closed", "Refuse the sponsorship (fail closed)"],
+    ["open", "Sponsor it anyway (fail open)"],
+  ];
+  const set = form(
+    { class: "inline", "aria-label": "Set the approval webhook" },
+    [
+      field("Approval URL", {
+        name: "url",
+        type: "url",
+        required: true,
+        placeholder: "https://…",
+        value: current?.url ?? "",
+      }),
+      field(
+        "Timeout (ms)",
+        {
+          name: "timeoutMs",
+          type: "number",
+          min: 50,
+          max: 5000,
+          required: true,
+          value: current?.timeoutMs ?? 2000,
+        },
+        "How long a sponsorship waits for the answer.",
+      ),
+      field(
+        "When it does not answer in time",
+        {
+          tag: "select",
+          name: "failMode",
+          options: failModes.map(([v, label]) =>
+            h("option", { value: v, selected: (current?.failMode ?? "closed") === v }, label),
+          ),
+        },
+        "Also when it errors or answers something that is not an approval.",
+      ),
+    ],
+    current ? "Save approval webhook" : "Set approval webhook",
+    async (data) => {
+      const saved = await api("PUT", path, {
+        url: data.url,
+        timeoutMs: Number(data.timeoutMs),
+        failMode: data.failMode,
+      });
+      if (saved.secret) showSecret(saved.secret, "The approval webhook's signing secret");
+      else {
+        announce("Approval webhook saved");
+        ctx.refresh();
+      }
+    },
+  );
+  const errors = errorBox();
+  const remove = current
+    ? h(
+        "button",
+        {
+          type: "button",
+          class: "danger",
+          onclick: async () => {
+            errors.clear();
+            try {
+              if (
+                !(await confirmDialog(
+                  "Remove the approval webhook?",
+                  "Sponsorships are no longer asked about.",
+                  "Remove",
+                ))
+              )
+                return;
+              await del(path);
+              announce("Approval webhook removed");
+              ctx.refresh();
+            } catch (err) {
+              errors.show(err);
+            }
+          },
+        },
+        "Remove approval webhook",
+      )
+    : null;
+  return section(
+    "Approval webhook",
+    h(
+      "p",
+      { class: "muted" },
+      current
+        ? `Every sponsorship is first sent to ${current.url}, which approves or denies it within ${current.timeoutMs} ms.`
+        : "None: sponsorships are decided by the allowlist, the policies and the tank alone.",
+    ),
+    set,
+    remove,
+    errors.el,
+  );
+}
+
+/** The low-balance alert: balance.low each time the tank falls below the threshold. */
+async function balanceAlertSection(ctx, id) {
+  const path = `/projects/${seg(id)}/balance-alert`;
+  const { thresholdWei } = await get(path);
+  const { decimals, symbol } = ctx.currency;
+  const set = form(
+    { class: "inline", "aria-label": "Set the low-balance alert" },
+    [
+      field(
+        `Alert below (${symbol})`,
+        { name: "threshold", inputmode: "decimal", placeholder: "e.g. 0.5" },
+        "Empty: no alert. Subscribed endpoints get balance.low each time the tank crosses below it.",
+      ),
+    ],
+    "Save alert",
+    async (data) => {
+      const text = String(data.threshold ?? "").trim();
+      const wei = text === "" ? null : parseUnits(text, decimals);
+      if (text !== "" && (wei === null || wei === "0")) {
+        throw new ApiProblem(400, {
+          title: "Invalid amount",
+          detail: `enter a positive amount of ${symbol} with at most ${decimals} decimals, or nothing to remove the alert`,
+        });
+      }
+      await api("PUT", path, { thresholdWei: wei });
+      announce("Low-balance alert saved");
+      ctx.refresh();
+    },
+  );
+  return section(
+    "Low-balance alert",
+    h(
+      "p",
+      { class: "muted" },
+      thresholdWei === null
+        ? "No alert is set."
+        : h("span", {}, "Alert below ", money(thresholdWei, ctx.currency)),
+    ),
+    set,
   );
 }
 

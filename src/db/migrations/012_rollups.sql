@@ -173,8 +173,21 @@ BEGIN
   WHERE l.at IS NOT NULL AND r.project_id = l.project_id AND r.sender = l.sender;
 END $$;
 
+-- A reservation inserts pending rows, which count in two places only: the totals' pending and
+-- the day's authorized. That common case takes two upserts and nothing else (it runs once per
+-- reservation, on authorize's path); anything else takes the general path. The project's row is
+-- already locked by the reservation, which takes it first.
 CREATE FUNCTION rollup_sponsorships_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+  IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status <> 'pending') THEN
+    INSERT INTO rollup_project_totals AS t (project_id, pending)
+      SELECT project_id, count(*) FROM new_rows GROUP BY project_id ORDER BY project_id
+    ON CONFLICT (project_id) DO UPDATE SET pending = t.pending + EXCLUDED.pending;
+    INSERT INTO rollup_project_days AS t (project_id, day, authorized)
+      SELECT project_id, (created_at AT TIME ZONE 'UTC')::date, count(*) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (project_id, day) DO UPDATE SET authorized = t.authorized + EXCLUDED.authorized;
+    RETURN NULL;
+  END IF;
   PERFORM rollup_apply(ARRAY(SELECT ROW(1, n.project_id, n.status, n.created_at, n.settled_at, n.sender,
       n.target, n.actual_gas, n.actual_gas_cost)::rollup_delta FROM new_rows n));
   RETURN NULL;
@@ -218,9 +231,12 @@ CREATE TRIGGER sponsorships_rollup_delete AFTER DELETE ON sponsorships
 
 -- Indexes: the sender index serves the events' sender filter and the senders' refresh above;
 -- the target and status ones the events' filters. Each reads newest first by id, the cursor.
+-- Settled successes are most rows, so a `success` filter reads sponsorships_by_project and
+-- skips the few others; pending rows are the newest, found at the top of the same index. The
+-- status index holds only reverted and expired rows: a reservation never writes to it.
 CREATE INDEX sponsorships_by_sender ON sponsorships (project_id, sender, id DESC);
 CREATE INDEX sponsorships_by_target ON sponsorships (project_id, target, id DESC);
-CREATE INDEX sponsorships_by_status ON sponsorships (project_id, status, id DESC);
+CREATE INDEX sponsorships_by_status ON sponsorships (project_id, status, id DESC) WHERE status IN ('reverted', 'expired');
 -- The retention job's work list: only rows still holding a replay (24 hours' worth) are in it.
 CREATE INDEX sponsorships_replay_kept ON sponsorships (created_at)
   WHERE response IS NOT NULL OR request_digest IS NOT NULL OR client_nonce IS NOT NULL;
