@@ -134,6 +134,50 @@ const CHECK_BODY = {
   chainId: 14601,
 };
 
+// Webhooks: read with project:read, changed by admins and owners only (never an API key: the
+// secrets involved are as sensitive as the project's settings).
+const WEBHOOK_WRITE_CREATED = row([201, 201, 403, 403, 404, 403, 403, 403, 401]);
+const WEBHOOK_WRITE = row([200, 200, 403, 403, 404, 403, 403, 403, 401]);
+let endpointId = 0;
+let deliveryId = 0;
+const ensureEndpoint = async () => {
+  const res = await t.request({
+    method: "POST",
+    url: "/projects/mxp/webhooks",
+    token: creds.owner,
+    payload: { url: "https://hooks.example.com/matrix", eventTypes: ["*"] },
+  });
+  endpointId = res.json().id;
+  t.secrets.add(res.json().secret);
+};
+const dropEndpoints = async () => {
+  const list = await t.request({ method: "GET", url: "/projects/mxp/webhooks", token: creds.owner });
+  for (const e of list.json() as { id: number }[]) {
+    await t.request({ method: "DELETE", url: `/projects/mxp/webhooks/${e.id}`, token: creds.owner });
+  }
+};
+/** An endpoint with one delivery (a deposit credit is an event every "*" endpoint gets). */
+const ensureDelivery = async () => {
+  if (deliveryId) return;
+  await ensureEndpoint();
+  await creditDeposit(t.db, { projectId: "mxp", reference: `matrix-delivery-${++counter}`, amountWei: 1n });
+  const log = await t.request({
+    method: "GET",
+    url: `/projects/mxp/webhooks/${endpointId}/deliveries`,
+    token: creds.owner,
+  });
+  deliveryId = log.json().deliveries[0].id;
+};
+const APPROVAL = { url: "https://approvals.example.com/matrix", timeoutMs: 500, failMode: "open" };
+const ensureApproval = async () => {
+  await t.request({
+    method: "PUT",
+    url: "/projects/mxp/approval-webhook",
+    token: creds.owner,
+    payload: APPROVAL,
+  });
+};
+
 const ROUTES: RouteCase[] = [
   { name: "GET /health", request: () => ({ method: "GET", url: "/health" }), expect: PUBLIC },
   { name: "GET /health/ready", request: () => ({ method: "GET", url: "/health/ready" }), expect: PUBLIC },
@@ -323,6 +367,105 @@ const ROUTES: RouteCase[] = [
     setup: ensureRule,
     request: () => ({ method: "GET", url: "/projects/mxp/policies/matrix/usage" }),
     expect: READ_PROJECT,
+  },
+  {
+    name: "GET /projects/:id/webhooks",
+    request: () => ({ method: "GET", url: "/projects/mxp/webhooks" }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "POST /projects/:id/webhooks",
+    setup: dropEndpoints,
+    request: () => ({
+      method: "POST",
+      url: "/projects/mxp/webhooks",
+      payload: { url: "https://hooks.example.com/created", eventTypes: ["balance.low"] },
+    }),
+    expect: WEBHOOK_WRITE_CREATED,
+  },
+  {
+    name: "GET /projects/:id/webhooks/:webhookId",
+    setup: ensureDelivery,
+    request: () => ({ method: "GET", url: `/projects/mxp/webhooks/${endpointId}` }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "PATCH /projects/:id/webhooks/:webhookId",
+    setup: ensureDelivery,
+    request: () => ({
+      method: "PATCH",
+      url: `/projects/mxp/webhooks/${endpointId}`,
+      payload: { enabled: true },
+    }),
+    expect: WEBHOOK_WRITE,
+  },
+  {
+    name: "POST /projects/:id/webhooks/:webhookId/rotate-secret",
+    setup: ensureDelivery,
+    request: () => ({ method: "POST", url: `/projects/mxp/webhooks/${endpointId}/rotate-secret` }),
+    expect: WEBHOOK_WRITE,
+  },
+  {
+    name: "GET /projects/:id/webhooks/:webhookId/deliveries",
+    setup: ensureDelivery,
+    request: () => ({ method: "GET", url: `/projects/mxp/webhooks/${endpointId}/deliveries` }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "POST /projects/:id/webhooks/:webhookId/deliveries/:deliveryId/redeliver",
+    setup: ensureDelivery,
+    request: () => ({
+      method: "POST",
+      url: `/projects/mxp/webhooks/${endpointId}/deliveries/${deliveryId}/redeliver`,
+    }),
+    expect: row([202, 202, 403, 403, 404, 403, 403, 403, 401]),
+  },
+  {
+    name: "DELETE /projects/:id/webhooks/:webhookId",
+    setup: async () => {
+      deliveryId = 0;
+      await ensureEndpoint();
+    },
+    request: () => ({ method: "DELETE", url: `/projects/mxp/webhooks/${endpointId}` }),
+    expect: WEBHOOK_WRITE,
+  },
+  {
+    name: "GET /projects/:id/approval-webhook",
+    request: () => ({ method: "GET", url: "/projects/mxp/approval-webhook" }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "PUT /projects/:id/approval-webhook",
+    request: () => ({ method: "PUT", url: "/projects/mxp/approval-webhook", payload: APPROVAL }),
+    expect: WEBHOOK_WRITE,
+  },
+  {
+    name: "DELETE /projects/:id/approval-webhook",
+    setup: ensureApproval,
+    request: () => ({ method: "DELETE", url: "/projects/mxp/approval-webhook" }),
+    expect: WEBHOOK_WRITE,
+  },
+  {
+    name: "GET /projects/:id/balance-alert",
+    request: () => ({ method: "GET", url: "/projects/mxp/balance-alert" }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "PUT /projects/:id/balance-alert",
+    request: () => ({ method: "PUT", url: "/projects/mxp/balance-alert", payload: { thresholdWei: null } }),
+    expect: WEBHOOK_WRITE,
+  },
+  {
+    // The development sign-in (local issuer, loopback clients, never in production): public.
+    name: "POST /auth/dev-token",
+    request: () => ({ method: "POST", url: "/auth/dev-token", payload: { email: "dev@matrix.example" } }),
+    expect: row([201, 201, 201, 201, 201, 201, 201, 201, 201]),
+  },
+  { name: "GET /dashboard", request: () => ({ method: "GET", url: "/dashboard" }), expect: PUBLIC },
+  {
+    name: "GET /dashboard/:file",
+    request: () => ({ method: "GET", url: "/dashboard/app.js" }),
+    expect: PUBLIC,
   },
   {
     name: "POST /sponsor/check",
