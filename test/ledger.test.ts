@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
-import { billOperation, creditDeposit, release, reserve } from "../src/ledger/ledger.ts";
+import { billOperation, creditDeposit, release, reserve, reserveMany } from "../src/ledger/ledger.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
 
 let t: TestApp;
@@ -205,6 +205,48 @@ describe("gas tank ledger laws", () => {
       t.db.query("UPDATE projects SET gas_tank_balance = gas_tank_balance - 1 WHERE id = $1", [p.projectId]),
       /check/i,
     );
+  });
+});
+
+describe("one batch, one nonce twice", () => {
+  it("the second use of a nonce in the same batch is a replay of the first, with its stored response, and reserves nothing more", async () => {
+    const p = await seedProject(t, { slug: `nb-${randomBytes(3).toString("hex")}` });
+    await allowlisted(p);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      reference: `nb:${p.projectId}`,
+      amountWei: 10n ** 18n,
+    });
+    const first = {
+      ...reservation(p.projectId, 1_000n),
+      clientNonce: "n-1",
+      requestDigest: "d1",
+      response: "r1",
+    };
+    const again = {
+      ...reservation(p.projectId, 1_000n),
+      clientNonce: "n-1",
+      requestDigest: "d1",
+      response: "r2",
+    };
+    const other = {
+      ...reservation(p.projectId, 1_000n),
+      clientNonce: "n-1",
+      requestDigest: "d2",
+      response: "r3",
+    };
+    const outcomes = await reserveMany(t.db, p.projectId, [first, again, other]);
+    assert.deepEqual(outcomes, [
+      { kind: "reserved" },
+      { kind: "replay", requestDigest: "d1", response: "r1" },
+      { kind: "replay", requestDigest: "d1", response: "r1" },
+    ]);
+    const before = 10n ** 18n;
+    assert.deepEqual(await state(p.projectId), { cached: before - 1_000n, ledger: before - 1_000n });
+    // And across batches, as before.
+    assert.deepEqual(await reserveMany(t.db, p.projectId, [{ ...again, authId: `0x${"ab".repeat(32)}` }]), [
+      { kind: "replay", requestDigest: "d1", response: "r1" },
+    ]);
   });
 });
 
