@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
+import { migrate } from "../src/db/migrate.ts";
+import { openPostgres } from "../src/db/postgres.ts";
 import {
   checkpointDueProjects,
   projectsDueForCheckpoint,
@@ -177,5 +181,55 @@ describe("ledger checkpoints", () => {
     });
     assert.equal(res.statusCode, 200);
     assert.deepEqual(res.json(), r.scratch);
+  });
+});
+
+// PGlite runs one transaction at a time and cannot deadlock: this one uses the machine's
+// PostgreSQL in both passes.
+describe("a checkpoint and a reservation of the same project (PostgreSQL)", () => {
+  it("a checkpoint taken while a reservation holds the project's row waits for nothing the reservation needs", async () => {
+    const url = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
+    const schema = `t_${randomBytes(6).toString("hex")}`;
+    const db = await openPostgres({ url, schema });
+    await migrate(db);
+    const app = await startTestApp({ db: { db, schema, drop: async () => {} } });
+    const watcher = new pg.Client({ connectionString: url });
+    await watcher.connect();
+    try {
+      const p = await seedProject(app, { slug: `dl-${randomBytes(3).toString("hex")}` });
+      await creditDeposit(db, { projectId: p.projectId, reference: `dl:${p.projectId}:0`, amountWei: 10n });
+      let checkpoint: Promise<string[]> | null = null;
+      // The reservation's order: the project's row first, its ledger entry afterwards.
+      await db.transaction(async (tx) => {
+        await tx.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [p.projectId]);
+        checkpoint = writeCheckpoints(db, [p.projectId]);
+        // Until the checkpoint holds its SHARE lock on ledger_entries (or is already done).
+        for (let i = 0; i < 500; i++) {
+          const [row] = (
+            await watcher.query(
+              `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+               WHERE c.relname = 'ledger_entries' AND l.mode = 'ShareLock' AND l.granted`,
+            )
+          ).rows as { n: number }[];
+          if (row!.n > 0) break;
+          await sleep(10);
+        }
+        await tx.query(
+          "INSERT INTO ledger_entries (project_id, kind, amount, reference) VALUES ($1, 'deposit', 5, $2)",
+          [p.projectId, `dl:${p.projectId}:1`],
+        );
+        await tx.query("UPDATE projects SET gas_tank_balance = gas_tank_balance + 5 WHERE id = $1", [
+          p.projectId,
+        ]);
+      });
+      assert.deepEqual(await checkpoint, [p.projectId], "the checkpoint was written, with no deadlock");
+      const [report] = await parity(db, [p.projectId]);
+      assert.deepEqual([report!.ledgerBalance, report!.inSync], ["15", true]);
+    } finally {
+      await watcher.end();
+      await app.close();
+      await db.query(`DROP SCHEMA ${schema} CASCADE`);
+      await db.close();
+    }
   });
 });
