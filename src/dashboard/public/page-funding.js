@@ -88,11 +88,7 @@ export async function render(ctx) {
       table(
         "Deposits credited per chain",
         ["Chain", "Address", "Credited"],
-        accounts.map((a) => [
-          String(a.chain_id),
-          h("code", {}, a.address),
-          tableSlots.get(a.chain_id),
-        ]),
+        accounts.map((a) => [String(a.chain_id), h("code", {}, a.address), tableSlots.get(a.chain_id)]),
       ),
     ),
   );
