@@ -297,6 +297,14 @@ describe("the dashboard in a browser", () => {
     await page.getByLabel("Status").selectOption("success");
     await page.getByRole("button", { name: "Apply" }).click();
     await page.locator("tbody .badge-success").waitFor();
+    // The server filters: the operation's sender over a range of UTC days that holds today.
+    const today = new Date().toISOString().slice(0, 10);
+    await page.getByLabel("Sender").fill(op.sender);
+    await page.getByLabel("From (UTC day)").fill(today);
+    await page.getByLabel("To (UTC day)").fill(today);
+    await page.getByRole("button", { name: "Apply" }).click();
+    await page.getByText("Page 1 of 1 · 1 event(s)").waitFor();
+    assert.equal(await page.locator("tbody tr").count(), 1);
     await screenshot(page, "13-events-filtered");
 
     await open(`#/projects/${PROJECT_ID}/analytics`, /Analytics/);

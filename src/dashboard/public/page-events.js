@@ -1,7 +1,6 @@
-// The events table: newest first, paged by the API; with a filter (status, sender, target,
-// dates) the latest events are read into the page and filtered and paged here.
+// The events table: newest first, paged and filtered by the API (status, sender, target, and a
+// range of UTC days), whatever the length of the history.
 import { get, seg } from "./api.js";
-import { EVENT_WINDOW, recentEvents } from "./events-data.js";
 import { badge, field, h, hex, money, section, table, time } from "./ui.js";
 
 const PAGE_SIZE = 25;
@@ -18,23 +17,25 @@ export async function render(ctx) {
     to: q.get("to") ?? "",
   };
   const page = Math.max(0, Number(q.get("page") ?? 0) || 0);
-  const filtered = Object.values(filters).some((v) => v !== "");
-  let events;
-  let total;
+  // The API filters on whole addresses; a partial one is said here rather than sent.
+  const partial = ["sender", "target"].filter((k) => filters[k] && !/^0x[0-9a-f]{40}$/.test(filters[k]));
+  let events = [];
+  let total = 0;
   let note = null;
-  if (!filtered) {
-    const res = await get(
-      `/projects/${seg(id)}/analytics/events?limit=${PAGE_SIZE}&offset=${page * PAGE_SIZE}`,
-    );
+  if (partial.length > 0) {
+    note = `${partial.join(" and ")}: enter a whole address (0x and 40 hex digits).`;
+  } else {
+    const params = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String(page * PAGE_SIZE) });
+    if (filters.status) params.set("status", filters.status);
+    if (filters.sender) params.set("sender", filters.sender);
+    if (filters.target) params.set("target", filters.target);
+    // The form's days are UTC and both inclusive; the API's `to` is exclusive.
+    if (filters.from) params.set("from", `${filters.from}T00:00:00.000Z`);
+    if (filters.to) params.set("to", nextDay(filters.to));
+    const res = await get(`/projects/${seg(id)}/analytics/events?${params}`);
     events = res.events;
     total = res.total;
-  } else {
-    const window = await recentEvents(id);
-    const matching = window.items.filter((e) => matches(e, filters));
-    total = matching.length;
-    events = matching.slice(page * PAGE_SIZE, (page + 1) * PAGE_SIZE);
-    if (window.total > window.items.length)
-      note = `Filters search the latest ${EVENT_WINDOW} of ${window.total} events.`;
+    if (res.totalCapped) note = `More than ${total} events match: narrow the filters to count them.`;
   }
   const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
   const link = (p) =>
@@ -48,8 +49,18 @@ export async function render(ctx) {
       name: "status",
       options: STATUSES.map((s) => h("option", { value: s, selected: s === filters.status }, s || "any")),
     }),
-    field("Sender", { name: "sender", value: filters.sender, placeholder: "0x…", autocomplete: "off" }),
-    field("Target", { name: "target", value: filters.target, placeholder: "0x…", autocomplete: "off" }),
+    field("Sender", {
+      name: "sender",
+      value: filters.sender,
+      placeholder: "0x… (whole address)",
+      autocomplete: "off",
+    }),
+    field("Target", {
+      name: "target",
+      value: filters.target,
+      placeholder: "0x… (whole address)",
+      autocomplete: "off",
+    }),
     field("From (UTC day)", { name: "from", type: "date", value: filters.from }),
     field("To (UTC day)", { name: "to", type: "date", value: filters.to }),
     h(
@@ -89,7 +100,7 @@ export async function render(ctx) {
   return section(
     "Events",
     filterForm,
-    note ? h("p", { class: "muted" }, note) : null,
+    note ? h("p", { class: "muted", role: "status" }, note) : null,
     table(
       "Sponsorship events, newest first",
       ["Time (UTC)", "Status", "Sender", "Target", "Selector", "Gas est. / used", "Cost", "Transaction"],
@@ -100,14 +111,11 @@ export async function render(ctx) {
   );
 }
 
-function matches(e, f) {
-  if (f.status && e.status !== f.status) return false;
-  if (f.sender && !e.sender.toLowerCase().includes(f.sender)) return false;
-  if (f.target && !e.target.toLowerCase().includes(f.target)) return false;
-  const day = e.created_at.slice(0, 10);
-  if (f.from && day < f.from) return false;
-  if (f.to && day > f.to) return false;
-  return true;
+/** The start of the UTC day after `day` (YYYY-MM-DD), as the API's exclusive `to`. */
+function nextDay(day) {
+  const d = new Date(`${day}T00:00:00.000Z`);
+  d.setUTCDate(d.getUTCDate() + 1);
+  return d.toISOString();
 }
 
 function strip(obj) {
