@@ -184,14 +184,15 @@ async function seedChunk(db: Db, projectId: string, runId: string, from: number,
       `WITH s AS (
          INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
            max_gas_cost, max_fee_per_gas, max_priority_fee_per_gas, paymaster, valid_after, valid_until, status,
-           actual_gas, actual_gas_cost, tx_hash, user_op_hash, client_nonce, request_digest, response, created_at, settled_at)
+           actual_gas, actual_gas_cost, tx_hash, user_op_hash, client_nonce, request_digest, response, created_at, settled_at,
+           seq)
          SELECT '0x' || md5($2 || g) || md5(g || $2), $1, 14601,
            '0x' || lpad(to_hex(g % ${SENDERS}), 40, '0'), '0x' || lpad(to_hex(g % ${TARGETS} + 1), 40, '0'),
            '0xa0712d68', 150000, 300000000000000, 2000000000, 1000000000, '0x00000000000000000000000000000000000000aa',
            extract(epoch FROM c.at)::bigint - 60, extract(epoch FROM c.at)::bigint + 300,
            CASE WHEN g % 50 = 0 THEN 'reverted' ELSE 'success' END, 90000 + g % 1000, 90000000000000 + g % 1000,
            '0x' || md5('t' || g) || md5(g || 't'), '0x' || md5('u' || g) || md5(g || 'u'),
-           r.nonce, r.digest, r.response, c.at, c.at + interval '30 seconds'
+           r.nonce, r.digest, r.response, c.at, c.at + interval '30 seconds', g
          FROM generate_series($3::bigint, $4::bigint) g,
            LATERAL (SELECT $5::timestamptz - ($6::bigint - g) * (interval '${HISTORY_DAYS} days' / $6::bigint) AS at) c,
            LATERAL (SELECT CASE WHEN $7 OR c.at >= $5::timestamptz - interval '24 hours' THEN true ELSE false END AS keep) k,
@@ -212,10 +213,11 @@ async function seedChunk(db: Db, projectId: string, runId: string, from: number,
        SELECT sum(actual_gas_cost)::text AS spent FROM s`,
       [projectId, runId, from, to, new Date(nowMs), ops, withReplays],
     );
-    await tx.query("UPDATE projects SET gas_tank_balance = gas_tank_balance - $2::numeric WHERE id = $1", [
-      projectId,
-      moved!.spent,
-    ]);
+    // Operation g is the project's g-th (migration 015's sequence), as the reservation would number it.
+    await tx.query(
+      "UPDATE projects SET gas_tank_balance = gas_tank_balance - $2::numeric, sponsorships_seq = $3 WHERE id = $1",
+      [projectId, moved!.spent, to],
+    );
   });
 }
 

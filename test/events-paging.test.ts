@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { FILTERED_TOTAL_CAP } from "../src/analytics/store.ts";
+import { creditDeposit, reserveMany } from "../src/ledger/ledger.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
 
 let t: TestApp;
@@ -136,5 +138,74 @@ describe("analytics events: cursor and filters", () => {
     const whole = (await get(p, "limit=1")).json();
     assert.equal(whole.total, FILTERED_TOTAL_CAP + 5);
     assert.equal(whole.totalCapped, undefined);
+  });
+});
+
+describe("analytics events: offset pages by sequence number", () => {
+  it("reservations of two projects interleaved in batches: every offset page equals the cursor's, seq gapless", async () => {
+    const projects = [await seedProject(t), await seedProject(t)];
+    for (const p of projects) {
+      const allow = await t.request({
+        method: "POST",
+        url: `/projects/${p.projectId}/allowlist`,
+        token: p.ownerToken,
+        payload: { targetContract: TARGETS[0], functionSelector: "0xa0712d68" },
+      });
+      assert.equal(allow.statusCode, 201);
+      await creditDeposit(t.db, {
+        projectId: p.projectId,
+        reference: `seq:${p.projectId}`,
+        amountWei: 10n ** 18n,
+      });
+    }
+    const item = (projectId: string) => ({
+      projectId,
+      clientNonce: null,
+      requestDigest: null,
+      authId: `0x${randomBytes(32).toString("hex")}`,
+      apiKeyId: null,
+      chainId: 14601,
+      sender: SENDERS[0]!,
+      target: TARGETS[0]!,
+      selector: "0xa0712d68",
+      estimatedGas: 100_000n,
+      maxGasCostWei: 1_000n,
+      maxFeePerGasWei: 2n,
+      maxPriorityFeePerGasWei: 1n,
+      paymaster: "0x00000000000000000000000000000000000000aa",
+      validAfterSec: 1,
+      validUntilSec: 2,
+      response: null,
+      requestedAtMs: Date.now(),
+    });
+    for (let round = 0; round < 6; round++) {
+      for (const p of projects) {
+        const size = 1 + ((round * 3 + p.projectId.length) % 5);
+        await reserveMany(
+          t.db,
+          p.projectId,
+          Array.from({ length: size }, () => item(p.projectId)),
+        );
+      }
+    }
+    for (const p of projects) {
+      const { seen, total } = await walk(p, "", 4);
+      const byOffset: Ev[] = [];
+      for (let offset = 0; offset < total; offset += 4)
+        byOffset.push(...(await get(p, `limit=4&offset=${offset}`)).json().events);
+      assert.deepEqual(byOffset, seen);
+      const rows = await t.db.query<{ seqs: string[]; last: string }>(
+        `SELECT array_agg(seq::text ORDER BY id) AS seqs,
+           (SELECT sponsorships_seq::text FROM projects WHERE id = $1) AS last
+         FROM sponsorships WHERE project_id = $1`,
+        [p.projectId],
+      );
+      assert.deepEqual(
+        rows[0]!.seqs,
+        Array.from({ length: total }, (_, i) => String(i + 1)),
+        "gapless, in id order",
+      );
+      assert.equal(rows[0]!.last, String(total));
+    }
   });
 });

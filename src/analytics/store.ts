@@ -124,10 +124,14 @@ export function decodeCursor(cursor: string): number | null {
   return m && encodeCursor(Number(m[1])) === cursor ? Number(m[1]) : null;
 }
 
+const EVENT_COLUMNS = `id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
+  max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost, tx_hash, user_op_hash`;
+
 /**
  * One page of the project's events, newest first. Keyset (`afterId`, from a cursor) reads one
- * index range of `limit` rows; `offset` skips through an index-only scan of ids (bounded by the
- * route's maximum offset) and fetches only the page's rows. `total` comes from the rollups for
+ * index range of `limit` rows; an unfiltered `offset` is a range of the project's sequence
+ * numbers (one index seek at any depth); a filtered one skips through an index scan of ids
+ * (bounded by the route's maximum offset) and fetches only the page's rows. `total` comes from the rollups for
  * no filter or a status filter; other filters count matches up to FILTERED_TOTAL_CAP.
  */
 export async function events(
@@ -150,14 +154,19 @@ export async function events(
   const matching = where.join(" AND ");
   if (afterId !== null) add("id < ?", afterId);
   const n = params.length;
+  // Unfiltered and by offset: the page is a range of the project's sequence numbers (migration
+  // 015), one index seek at any depth. Otherwise the offset is skipped on the id index.
+  const bySeq = params.length === 1 && offset > 0;
   const [rows, total] = await Promise.all([
     db.query<Omit<EventRecord, "created_at"> & { created_at: Date }>(
-      `SELECT id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
-         max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost, tx_hash, user_op_hash
-       FROM sponsorships WHERE project_id = $1 AND id IN (
-         SELECT id FROM sponsorships WHERE ${where.join(" AND ")}
-         ORDER BY id DESC LIMIT $${n + 1} OFFSET $${n + 2})
-       ORDER BY id DESC`,
+      bySeq
+        ? `SELECT ${EVENT_COLUMNS} FROM sponsorships
+           WHERE project_id = $1 AND seq <= (SELECT sponsorships_seq FROM projects WHERE id = $1) - $3
+           ORDER BY seq DESC LIMIT $2`
+        : `SELECT ${EVENT_COLUMNS} FROM sponsorships WHERE project_id = $1 AND id IN (
+             SELECT id FROM sponsorships WHERE ${where.join(" AND ")}
+             ORDER BY id DESC LIMIT $${n + 1} OFFSET $${n + 2})
+           ORDER BY id DESC`,
       [...params, limit + 1, offset],
     ),
     eventsTotal(db, projectId, filters, matching, params.slice(0, afterId === null ? n : n - 1)),
