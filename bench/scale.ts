@@ -213,7 +213,7 @@ async function seedChunk(db: Db, projectId: string, runId: string, from: number,
        SELECT sum(actual_gas_cost)::text AS spent FROM s`,
       [projectId, runId, from, to, new Date(nowMs), ops, withReplays],
     );
-    // Operation g is the project's g-th (migration 015's sequence), as the reservation would number it.
+    // Operation g is the project's g-th (migration 013's sequence), as the reservation would number it.
     await tx.query(
       "UPDATE projects SET gas_tank_balance = gas_tank_balance - $2::numeric, sponsorships_seq = $3 WHERE id = $1",
       [projectId, moved!.spent, to],

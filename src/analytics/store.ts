@@ -155,7 +155,7 @@ export async function events(
   if (afterId !== null) add("id < ?", afterId);
   const n = params.length;
   // Unfiltered and by offset: the page is a range of the project's sequence numbers (migration
-  // 015), one index seek at any depth. Otherwise the offset is skipped on the id index.
+  // 013), one index seek at any depth. Otherwise the offset is skipped on the id index.
   const bySeq = params.length === 1 && offset > 0;
   const [rows, total] = await Promise.all([
     db.query<Omit<EventRecord, "created_at"> & { created_at: Date }>(

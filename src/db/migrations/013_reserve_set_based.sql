@@ -3,6 +3,33 @@
 -- per batch, not once per reservation. A nonce used twice in one batch is a replay of its first
 -- use, as before (the first one's row used to be visible to the second by then). An expired
 -- nonce is forgotten only when it is met, instead of an UPDATE statement per nonce.
+--
+-- A per-project sequence number on sponsorships, so that the events' `offset` is an index seek
+-- instead of a walk over the ids it skips (130 ms at offset 1,000,000 before): the page at offset
+-- k of a project with N events is the rows with seq <= N - k, newest first. The reservation
+-- assigns seq under the project's row lock (projects.sponsorships_seq is the last one given),
+-- so a project's seqs are gapless and follow its ids. Any other writer of sponsorships (tests,
+-- the scale bench's bulk seeding) gets one from a row trigger when it does not give one.
+ALTER TABLE projects ADD COLUMN sponsorships_seq bigint NOT NULL DEFAULT 0 CHECK (sponsorships_seq >= 0);
+ALTER TABLE sponsorships ADD COLUMN seq bigint CHECK (seq > 0);
+
+UPDATE sponsorships s SET seq = n.seq
+  FROM (SELECT id, row_number() OVER (PARTITION BY project_id ORDER BY id) AS seq FROM sponsorships) n
+  WHERE n.id = s.id;
+UPDATE projects p SET sponsorships_seq = COALESCE((SELECT max(seq) FROM sponsorships WHERE project_id = p.id), 0);
+ALTER TABLE sponsorships ALTER COLUMN seq SET NOT NULL;
+CREATE UNIQUE INDEX sponsorships_project_seq ON sponsorships (project_id, seq);
+
+CREATE FUNCTION sponsorships_assign_seq() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE projects SET sponsorships_seq = sponsorships_seq + 1 WHERE id = NEW.project_id
+    RETURNING sponsorships_seq INTO NEW.seq;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER sponsorships_seq BEFORE INSERT ON sponsorships
+  FOR EACH ROW WHEN (NEW.seq IS NULL) EXECUTE FUNCTION sponsorships_assign_seq();
+
+-- The reservation, set-based and numbering its grants.
 CREATE OR REPLACE FUNCTION reserve_sponsorships(p_project text, p_items jsonb, p_now timestamptz, p_dry boolean DEFAULT false)
 RETURNS TABLE (idx integer, outcome text, stored_digest text, stored_response text, call_index integer, refused_by text)
 LANGUAGE plpgsql AS $$
@@ -32,12 +59,14 @@ DECLARE
   -- twice in one batch is a replay of the first use, as it is across batches.
   v_grants jsonb := '[]'::jsonb;
   v_batch_nonces jsonb := '{}'::jsonb;
+  v_seq bigint;
   it record;
 BEGIN
   IF p_dry THEN
     SELECT gas_tank_balance, daily_cap INTO v_balance, v_cap FROM projects WHERE id = p_project;
   ELSE
-    SELECT gas_tank_balance, daily_cap INTO v_balance, v_cap FROM projects WHERE id = p_project FOR UPDATE;
+    SELECT gas_tank_balance, daily_cap, sponsorships_seq INTO v_balance, v_cap, v_seq
+      FROM projects WHERE id = p_project FOR UPDATE;
   END IF;
   IF NOT FOUND THEN
     RETURN QUERY SELECT x.idx, 'insufficient_balance'::text, NULL::text, NULL::text, NULL::integer, NULL::text
@@ -172,11 +201,11 @@ BEGIN
     INSERT INTO sponsorships (auth_id, project_id, api_key_id, chain_id, sender, target, selector,
         estimated_gas, max_gas_cost, max_fee_per_gas, max_priority_fee_per_gas, paymaster,
         valid_after, valid_until, client_nonce, request_digest, response, created_at, mode, calls,
-        policy_usage)
+        policy_usage, seq)
       SELECT g.auth_id, p_project, g.key_id, g.chain_id, g.sender, g.target, g.selector,
           g.gas, g.cost, g.max_fee, g.max_priority_fee, g.paymaster,
           g.valid_after, g.valid_until, g.nonce, g.digest, g.response, p_now,
-          COALESCE(g.mode, 'call'), g.calls, g.counted
+          COALESCE(g.mode, 'call'), g.calls, g.counted, v_seq + row_number() OVER (ORDER BY g.idx)
         FROM jsonb_to_recordset(v_grants) AS g(idx integer, nonce text, digest text, auth_id text,
           key_id bigint, chain_id integer, sender text, target text, selector text, gas bigint,
           cost numeric, max_fee numeric, max_priority_fee numeric, paymaster text, valid_after bigint,
@@ -186,6 +215,7 @@ BEGIN
       SELECT p_project, 'reserve', -g.cost, g.auth_id
         FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text, cost numeric)
         ORDER BY g.idx;
+    UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants) WHERE id = p_project;
   END IF;
 
   IF v_taken > 0 THEN
