@@ -72,6 +72,24 @@ describe("a NUL character is refused before any handler, on every route", () => 
       chainId: 14601,
       clientNonce: "nonce-1",
     },
+    "POST /sponsor/check": {
+      projectId,
+      user: GAME,
+      target: GAME,
+      selector: "0xa0712d68",
+      estimatedGas: 100_000,
+      chainId: 14601,
+    },
+    "PUT /projects/{id}/policies/{ruleId}": { kind: "sender_count_cap", maxOperations: 5, window: "day" },
+    "POST /projects/{id}/webhooks": { url: "https://hooks.example.com/nul", eventTypes: ["*"] },
+    "PATCH /projects/{id}/webhooks/{webhookId}": { description: "renamed", enabled: true },
+    "PUT /projects/{id}/approval-webhook": {
+      url: "https://approvals.example.com/nul",
+      timeoutMs: 500,
+      failMode: "open",
+    },
+    "PUT /projects/{id}/balance-alert": { thresholdWei: "1000" },
+    "POST /auth/dev-token": { email: "nul@example.com" },
   });
   const paramValues = (): Record<string, string> => ({
     id: projectId,
@@ -80,6 +98,9 @@ describe("a NUL character is refused before any handler, on every route", () => 
     // No such key: a NUL that got through must not revoke the key the tests use.
     keyId: "999",
     chainId: "14601",
+    ruleId: "nul-rule",
+    webhookId: "999",
+    deliveryId: "999",
   });
 
   interface Operation {
