@@ -215,11 +215,13 @@ BEGIN
       SELECT p_project, 'reserve', -g.cost, g.auth_id
         FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text, cost numeric)
         ORDER BY g.idx;
-    UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants) WHERE id = p_project;
+    -- One update of the project's row per batch: its sequence number and its balance.
+    UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants),
+        gas_tank_balance = gas_tank_balance - v_taken
+      WHERE id = p_project;
   END IF;
 
   IF v_taken > 0 THEN
-    UPDATE projects SET gas_tank_balance = gas_tank_balance - v_taken WHERE id = p_project;
     INSERT INTO daily_usage AS u (project_id, day, spent) VALUES (p_project, v_day, v_taken)
       ON CONFLICT (project_id, day) DO UPDATE SET spent = u.spent + EXCLUDED.spent;
   END IF;
