@@ -23,7 +23,8 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * ledger_entries with every trigger on (so the rollups are kept exactly as in production, one
  * aggregate upsert per chunk), writes the project's ledger checkpoint, adds a tail of entries
  * after it, and times the overview, events (first page, a deep offset, a cursor deep in the
- * history, a sender filter), parity and the multi-project parity report. It prints a table with
+ * history, a sender filter), the per-day figures, the top senders, parity and the multi-project
+ * parity report. It prints a table with
  * the database size and the bytes per operation. A benchmark: it measures and asserts nothing.
  *
  * Bytes per operation before and after replay retention: with SCALE_RETENTION=1 (the default up
@@ -128,6 +129,9 @@ async function main() {
         `/projects/${projectId}/analytics/events?limit=50&cursor=${encodeCursor(midId)}`,
       ],
       ["events, sender filter", `/projects/${projectId}/analytics/events?limit=50&sender=${senderOf(7)}`],
+      ["daily figures, 90 days", `/projects/${projectId}/analytics/daily?from=${dayOf(-89)}&to=${dayOf(0)}`],
+      ["top senders by operations", `/projects/${projectId}/analytics/senders?by=operations&limit=10`],
+      ["top senders by cost", `/projects/${projectId}/analytics/senders?by=cost&limit=10`],
       ["parity, one project", `/projects/${projectId}/funds/parity`],
       [`parity report, ${extraProjects + 1} projects`, "/projects/funds/parity-report"],
     ];
@@ -143,6 +147,11 @@ async function main() {
     else await database.drop();
     rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+/** The UTC day `offset` days from today, YYYY-MM-DD. */
+function dayOf(offset: number): string {
+  return new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
 }
 
 function senderOf(i: number): string {
@@ -228,6 +237,7 @@ const RELATIONS = [
   "rollup_project_days",
   "rollup_project_targets",
   "rollup_project_senders",
+  "rollup_project_sender_days",
   "ledger_checkpoints",
 ];
 

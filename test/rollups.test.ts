@@ -60,16 +60,18 @@ function reservation(
 
 /** The rollups as stored, without rows that add nothing. */
 async function stored(db: Queryable, projectId: string) {
-  const [totals, days, targets, senders] = await Promise.all([
+  const [totals, days, targets, senders, senderDays] = await Promise.all([
     db.query(
       `SELECT pending::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text
        FROM rollup_project_totals WHERE project_id = $1`,
       [projectId],
     ),
     db.query(
-      `SELECT day::text, authorized::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text
+      `SELECT day::text, authorized::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text,
+         active_senders::int, latest_senders::int
        FROM rollup_project_days WHERE project_id = $1
-         AND (authorized, success, reverted, expired, gas_used, cost_wei) <> (0, 0, 0, 0, 0, 0)
+         AND (authorized, success, reverted, expired, gas_used, cost_wei, active_senders, latest_senders)
+           <> (0, 0, 0, 0, 0, 0, 0, 0)
        ORDER BY day`,
       [projectId],
     ),
@@ -79,18 +81,24 @@ async function stored(db: Queryable, projectId: string) {
       [projectId],
     ),
     db.query(
-      "SELECT sender, last_settled_at FROM rollup_project_senders WHERE project_id = $1 ORDER BY sender",
+      `SELECT sender, last_settled_at, operations::int, cost_wei::text FROM rollup_project_senders
+       WHERE project_id = $1 ORDER BY sender`,
+      [projectId],
+    ),
+    db.query(
+      `SELECT day::text, sender, operations::int FROM rollup_project_sender_days
+       WHERE project_id = $1 AND operations <> 0 ORDER BY day, sender`,
       [projectId],
     ),
   ]);
-  return { totals: totals[0] ?? null, days, targets, senders };
+  return { totals: totals[0] ?? null, days, targets, senders, senderDays };
 }
 
 const SETTLED = "status IN ('success', 'reverted')";
 
 /** The same figures recomputed from every sponsorship of the project. */
 async function recomputed(db: Queryable, projectId: string) {
-  const [totals, days, targets, senders] = await Promise.all([
+  const [totals, days, targets, senders, senderDays] = await Promise.all([
     db.query(
       `SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending,
          count(*) FILTER (WHERE status = 'success')::int AS success,
@@ -103,15 +111,21 @@ async function recomputed(db: Queryable, projectId: string) {
     ),
     db.query(
       `SELECT day::text, sum(a)::int AS authorized, sum(s)::int AS success, sum(r)::int AS reverted,
-         sum(e)::int AS expired, sum(g)::text AS gas_used, sum(c)::text AS cost_wei
+         sum(e)::int AS expired, sum(g)::text AS gas_used, sum(c)::text AS cost_wei,
+         count(DISTINCT sender) FILTER (WHERE s + r > 0)::int AS active_senders, sum(l)::int AS latest_senders
        FROM (
-         SELECT (created_at AT TIME ZONE 'UTC')::date AS day, 1 AS a, 0 AS s, 0 AS r, 0 AS e, 0::numeric AS g, 0::numeric AS c
+         SELECT (created_at AT TIME ZONE 'UTC')::date AS day, 1 AS a, 0 AS s, 0 AS r, 0 AS e, 0::numeric AS g,
+           0::numeric AS c, NULL AS sender, 0 AS l
          FROM sponsorships WHERE project_id = $1
          UNION ALL
          SELECT (settled_at AT TIME ZONE 'UTC')::date, 0, (status = 'success')::int, (status = 'reverted')::int,
            (status = 'expired')::int,
-           CASE WHEN ${SETTLED} THEN actual_gas ELSE 0 END, CASE WHEN ${SETTLED} THEN actual_gas_cost ELSE 0 END
-         FROM sponsorships WHERE project_id = $1 AND status <> 'pending') x
+           CASE WHEN ${SETTLED} THEN actual_gas ELSE 0 END, CASE WHEN ${SETTLED} THEN actual_gas_cost ELSE 0 END,
+           sender, 0
+         FROM sponsorships WHERE project_id = $1 AND status <> 'pending'
+         UNION ALL
+         SELECT (max(settled_at) AT TIME ZONE 'UTC')::date, 0, 0, 0, 0, 0, 0, NULL, 1
+         FROM sponsorships WHERE project_id = $1 AND ${SETTLED} GROUP BY sender) x
        GROUP BY day ORDER BY day`,
       [projectId],
     ),
@@ -121,12 +135,18 @@ async function recomputed(db: Queryable, projectId: string) {
       [projectId],
     ),
     db.query(
-      `SELECT sender, max(settled_at) AS last_settled_at FROM sponsorships
+      `SELECT sender, max(settled_at) AS last_settled_at, count(*)::int AS operations,
+         sum(actual_gas_cost)::text AS cost_wei FROM sponsorships
        WHERE project_id = $1 AND ${SETTLED} GROUP BY sender ORDER BY sender`,
       [projectId],
     ),
+    db.query(
+      `SELECT (settled_at AT TIME ZONE 'UTC')::date::text AS day, sender, count(*)::int AS operations
+       FROM sponsorships WHERE project_id = $1 AND ${SETTLED} GROUP BY 1, 2 ORDER BY 1, 2`,
+      [projectId],
+    ),
   ]);
-  return { totals: totals[0] ?? null, days, targets, senders };
+  return { totals: totals[0] ?? null, days, targets, senders, senderDays };
 }
 
 /** The overview as it was computed before the rollups (a scan of the project's sponsorships). */
@@ -141,7 +161,7 @@ async function overviewFromScratch(db: Queryable, projectId: string, nowMs: numb
   const [active] = await db.query<{ n: number }>(
     `SELECT count(DISTINCT sender)::int AS n FROM sponsorships
      WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
-    [projectId, new Date(nowMs - 30 * DAY_MS)],
+    [projectId, new Date(dayStart.getTime() - 29 * DAY_MS)],
   );
   const [today] = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
@@ -298,14 +318,17 @@ describe("analytics rollups", () => {
     ).map((r) => r.id);
     assert.ok(projects.length > 0);
     const kept = await Promise.all(projects.map((id) => stored(t.db, id)));
-    const sql = readFileSync(new URL("../src/db/migrations/012_rollups.sql", import.meta.url), "utf8");
-    const backfill = sql.slice(sql.indexOf("-- BEGIN BACKFILL"), sql.indexOf("-- END BACKFILL"));
+    const backfill = ["012_rollups.sql", "015_rollup_senders.sql"]
+      .map((file) => readFileSync(new URL(`../src/db/migrations/${file}`, import.meta.url), "utf8"))
+      .map((sql) => sql.slice(sql.indexOf("-- BEGIN BACKFILL"), sql.indexOf("-- END BACKFILL")))
+      .join(";\n");
     await t.db.transaction(async (tx) => {
       for (const table of [
         "rollup_project_totals",
         "rollup_project_days",
         "rollup_project_targets",
         "rollup_project_senders",
+        "rollup_project_sender_days",
       ]) {
         await tx.query(`DELETE FROM ${table}`);
       }

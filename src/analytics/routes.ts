@@ -3,7 +3,7 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid } from "../http/problem.ts";
 import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
-import { decodeCursor, events, overview, topSenders } from "./store.ts";
+import { daily, decodeCursor, events, overview, topSenders } from "./store.ts";
 
 const Overview = Type.Object({
   totalSponsored: Type.Integer({ description: "Operations settled on chain (success or reverted)" }),
@@ -34,6 +34,9 @@ const Event = Type.Object(
   { $id: "TransactionEvent" },
 );
 
+const DAY_MS = 86_400_000;
+const MAX_DAYS = 366;
+
 export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
   const { db } = services;
   const tags = ["analytics"];
@@ -44,6 +47,60 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       return overview(db, request.params.id, services.now());
+    },
+  );
+
+  app.get(
+    "/projects/:id/analytics/daily",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Per-day figures of the project, one row per UTC day, from the rollups",
+        description:
+          "`from` and `to` are UTC days (YYYY-MM-DD), both included, at most 366 days apart; by default the " +
+          "last 30 days, today included. Days without activity are rows of zeros. `authorized` counts " +
+          "authorizations by the day they were made; `sponsored` (success + reverted), `expired`, `gasUsed` and " +
+          "`costWei` count operations by the day they settled or expired; `activeSenders` is the number of " +
+          "distinct senders with an operation settled that day.",
+        params: ProjectParams,
+        querystring: Type.Object(
+          {
+            from: Type.Optional(Type.String({ format: "date", description: "First UTC day, included" })),
+            to: Type.Optional(Type.String({ format: "date", description: "Last UTC day, included" })),
+          },
+          { additionalProperties: false },
+        ),
+        response: responses({
+          200: Type.Object({
+            days: Type.Array(
+              Type.Object({
+                day: Type.String({ format: "date" }),
+                authorized: Type.Integer(),
+                sponsored: Type.Integer({ description: "Operations settled on chain (success or reverted)" }),
+                success: Type.Integer(),
+                reverted: Type.Integer(),
+                expired: Type.Integer(),
+                gasUsed: Type.String({ pattern: "^[0-9]+$" }),
+                costWei: Wei,
+                activeSenders: Type.Integer({
+                  description: "Distinct senders with an operation settled that day",
+                }),
+              }),
+            ),
+          }),
+        }),
+      },
+    },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "project:read");
+      const today = Math.floor(services.now() / DAY_MS);
+      const to = request.query.to === undefined ? today : Date.parse(request.query.to) / DAY_MS;
+      const from = request.query.from === undefined ? to - 29 : Date.parse(request.query.from) / DAY_MS;
+      if (from > to) throw invalid("`from` must not be after `to`");
+      if (to - from >= MAX_DAYS) throw invalid(`at most ${MAX_DAYS} days at a time`);
+      const iso = (d: number) => new Date(d * DAY_MS).toISOString().slice(0, 10);
+      return { days: await daily(db, request.params.id, iso(from), iso(to)) };
     },
   );
 

@@ -9,29 +9,28 @@ export interface Overview {
   topContracts: { address: string; calls: number; gasUsed: string }[];
 }
 
-const SETTLED = "status IN ('success', 'reverted')";
-
 /**
  * Figures over operations settled on chain (DESIGN.md §3), for one project, read from the
- * rollups of migrations/012_rollups.sql: a bounded number of rows whatever the history (one
- * totals row, the days from today on, at most ten targets, and the senders active in the last
- * 30 days through an index range).
+ * rollups of migrations 012 and 015: a bounded number of rows whatever the history (one totals
+ * row, the last 30 day rows, at most ten targets). activeUsers counts the distinct senders with a
+ * settled operation in the last 30 UTC days, today included.
  */
 export async function overview(db: Queryable, projectId: string, nowMs: number): Promise<Overview> {
   const dayStart = new Date(nowMs);
   dayStart.setUTCHours(0, 0, 0, 0);
   const day = dayStart.toISOString().slice(0, 10);
-  const monthAgo = new Date(nowMs - 30 * 86_400_000);
   const [totals, active, today, top, tank] = await Promise.all([
     db.query<{ n: string; saved: string }>(
       `SELECT (success + reverted)::text AS n, cost_wei::text AS saved
        FROM rollup_project_totals WHERE project_id = $1`,
       [projectId],
     ),
-    db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM rollup_project_senders
-       WHERE project_id = $1 AND last_settled_at >= $2`,
-      [projectId, monthAgo],
+    // Senders whose latest settled operation falls on one of the last 30 UTC days (today
+    // included): each counts once, on its latest day. A later day a clock ahead wrote counts too.
+    db.query<{ n: string }>(
+      `SELECT COALESCE(sum(latest_senders), 0)::text AS n FROM rollup_project_days
+       WHERE project_id = $1 AND day >= $2::date - 29`,
+      [projectId, day],
     ),
     // settled_at >= the start of today: today's row, and any later one a clock ahead wrote.
     db.query<{ n: string }>(
@@ -56,7 +55,7 @@ export async function overview(db: Queryable, projectId: string, nowMs: number):
   return {
     totalSponsored: Number(totals[0]?.n ?? 0),
     totalGasSaved: totals[0]?.saved ?? "0",
-    activeUsers: active[0]!.n,
+    activeUsers: Number(active[0]!.n),
     today: {
       sponsored: Number(today[0]!.n),
       dailyCapRemaining: dailyCapRemaining(t.balance, t.cap, t.spent),
@@ -222,7 +221,8 @@ export interface SenderFigures {
 
 /**
  * The project's top senders by settled operations or by their actual cost (DESIGN.md §3's
- * "settled" figures), with the operations still pending beside them. Bounded by `limit`.
+ * "settled" figures), read from the per-sender rollup through an index in that order, with the
+ * operations each still has pending beside them (an index of pending rows). Bounded by `limit`.
  */
 export async function topSenders(
   db: Queryable,
@@ -231,20 +231,74 @@ export async function topSenders(
   limit: number,
 ): Promise<SenderFigures[]> {
   const order = by === "cost" ? "cost_wei DESC, operations DESC" : "operations DESC, cost_wei DESC";
-  const rows = await db.query<{ sender: string; operations: number; cost: string; pending: number }>(
-    `SELECT sender, operations, cost_wei::text AS cost, pending FROM (
-       SELECT sender,
-         count(*) FILTER (WHERE ${SETTLED})::int AS operations,
-         COALESCE(sum(actual_gas_cost) FILTER (WHERE ${SETTLED}), 0) AS cost_wei,
-         count(*) FILTER (WHERE status = 'pending')::int AS pending
-       FROM sponsorships WHERE project_id = $1 GROUP BY sender) s
-     ORDER BY ${order}, sender LIMIT $2`,
+  const rows = await db.query<{ sender: string; operations: string; cost: string; pending: number }>(
+    `SELECT r.sender, r.operations::text AS operations, r.cost_wei::text AS cost,
+       (SELECT count(*)::int FROM sponsorships s
+         WHERE s.project_id = r.project_id AND s.sender = r.sender AND s.status = 'pending') AS pending
+     FROM (SELECT project_id, sender, operations, cost_wei FROM rollup_project_senders
+           WHERE project_id = $1 AND operations > 0 ORDER BY ${order}, sender LIMIT $2) r
+     ORDER BY ${order}, sender`,
     [projectId, limit],
   );
   return rows.map((r) => ({
     sender: r.sender,
-    operations: r.operations,
+    operations: Number(r.operations),
     costWei: r.cost,
     pending: r.pending,
+  }));
+}
+
+export interface DayFigures {
+  /** UTC day, YYYY-MM-DD. */
+  day: string;
+  authorized: number;
+  sponsored: number;
+  success: number;
+  reverted: number;
+  expired: number;
+  gasUsed: string;
+  costWei: string;
+  activeSenders: number;
+}
+
+/**
+ * One row per UTC day from `from` to `to` (both included, YYYY-MM-DD), days without activity as
+ * zeros: the per-day rollup, at most as many rows as days asked for.
+ */
+export async function daily(
+  db: Queryable,
+  projectId: string,
+  from: string,
+  to: string,
+): Promise<DayFigures[]> {
+  const rows = await db.query<{
+    day: string;
+    authorized: string;
+    success: string;
+    reverted: string;
+    expired: string;
+    gas_used: string;
+    cost_wei: string;
+    active_senders: string;
+  }>(
+    `SELECT g.day::date::text AS day, COALESCE(r.authorized, 0)::text AS authorized,
+       COALESCE(r.success, 0)::text AS success, COALESCE(r.reverted, 0)::text AS reverted,
+       COALESCE(r.expired, 0)::text AS expired, COALESCE(r.gas_used, 0)::text AS gas_used,
+       COALESCE(r.cost_wei, 0)::text AS cost_wei, COALESCE(r.active_senders, 0)::text AS active_senders
+     FROM generate_series($2::date, $3::date, interval '1 day') g(day)
+     LEFT JOIN rollup_project_days r ON r.project_id = $1 AND r.day = g.day::date
+     ORDER BY g.day`,
+    [projectId, from, to],
+  );
+  return rows.map((r) => ({
+    day: r.day,
+    authorized: Number(r.authorized),
+    sponsored: Number(r.success) + Number(r.reverted),
+    success: Number(r.success),
+    reverted: Number(r.reverted),
+    expired: Number(r.expired),
+    gasUsed: r.gas_used,
+    costWei: r.cost_wei,
+    activeSenders: Number(r.active_senders),
   }));
 }

@@ -144,6 +144,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: [...member, "invalid_cursor"],
   },
+  "GET /projects/:id/analytics/daily": {
+    operationId: "getDailyAnalytics",
+    access: "bearer",
+    errors: member,
+  },
   "GET /projects/:id/analytics/senders": {
     operationId: "listTopSenders",
     access: "bearer",
