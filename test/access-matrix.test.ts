@@ -340,6 +340,11 @@ const ROUTES: RouteCase[] = [
     expect: READ_PROJECT,
   },
   {
+    name: "GET /projects/:id/analytics/daily",
+    request: () => ({ method: "GET", url: "/projects/mxp/analytics/daily" }),
+    expect: READ_PROJECT,
+  },
+  {
     name: "GET /projects/:id/analytics/senders",
     request: () => ({ method: "GET", url: "/projects/mxp/analytics/senders" }),
     expect: READ_PROJECT,

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
-import { overview } from "../src/analytics/store.ts";
+import { daily, overview, topSenders } from "../src/analytics/store.ts";
 import type { Queryable } from "../src/db/db.ts";
 import {
   billOperation,
@@ -182,13 +182,53 @@ async function overviewFromScratch(db: Queryable, projectId: string, nowMs: numb
   };
 }
 
+/** The per-day figures and the top senders recomputed from the project's sponsorships. */
+async function dailyFromScratch(db: Queryable, projectId: string, from: string, to: string) {
+  const rows = await db.query<{
+    day: string;
+    authorized: number;
+    sponsored: number;
+    expired: number;
+    cost: string;
+    senders: number;
+  }>(
+    `SELECT g.day::date::text AS day,
+       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1
+         AND (created_at AT TIME ZONE 'UTC')::date = g.day::date) AS authorized,
+       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
+         AND (settled_at AT TIME ZONE 'UTC')::date = g.day::date) AS sponsored,
+       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1 AND status = 'expired'
+         AND (settled_at AT TIME ZONE 'UTC')::date = g.day::date) AS expired,
+       (SELECT COALESCE(sum(actual_gas_cost), 0)::text FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
+         AND (settled_at AT TIME ZONE 'UTC')::date = g.day::date) AS cost,
+       (SELECT count(DISTINCT sender)::int FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
+         AND (settled_at AT TIME ZONE 'UTC')::date = g.day::date) AS senders
+     FROM generate_series($2::date, $3::date, interval '1 day') g(day) ORDER BY 1`,
+    [projectId, from, to],
+  );
+  return rows;
+}
+
+async function topSendersFromScratch(db: Queryable, projectId: string) {
+  return db.query<{ sender: string; operations: number; costWei: string; pending: number }>(
+    `SELECT sender, count(*) FILTER (WHERE ${SETTLED})::int AS operations,
+       COALESCE(sum(actual_gas_cost) FILTER (WHERE ${SETTLED}), 0)::text AS "costWei",
+       count(*) FILTER (WHERE status = 'pending')::int AS pending
+     FROM sponsorships WHERE project_id = $1 GROUP BY sender
+     HAVING count(*) FILTER (WHERE ${SETTLED}) > 0
+     ORDER BY 2 DESC, sum(actual_gas_cost) FILTER (WHERE ${SETTLED}) DESC, sender`,
+    [projectId],
+  );
+}
+
 type Op =
   | { kind: "deposit"; amount: bigint }
   | { kind: "reserve"; cost: bigint; sender: number; target: number; daysAgo: number; nonce: number | null }
   | { kind: "settle"; pick: number; fraction: number; reverted: boolean; gas: number }
   | { kind: "release"; pick: number }
   | { kind: "reverse"; pick: number }
-  | { kind: "retention"; hoursAhead: number };
+  | { kind: "retention"; hoursAhead: number }
+  | { kind: "backdate"; pick: number; days: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant("deposit" as const), amount: fc.bigInt(1n, 10n ** 18n) }),
@@ -211,6 +251,13 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant("release" as const), pick: fc.nat() }),
   fc.record({ kind: fc.constant("reverse" as const), pick: fc.nat() }),
   fc.record({ kind: fc.constant("retention" as const), hoursAhead: fc.integer({ min: 0, max: 48 }) }),
+  // Settlement dates itself now; this moves a settled or expired operation to an earlier day,
+  // so that senders are active on several days and their latest day moves both ways.
+  fc.record({
+    kind: fc.constant("backdate" as const),
+    pick: fc.nat(),
+    days: fc.integer({ min: 1, max: 40 }),
+  }),
 );
 
 async function apply(projectId: string, op: Op, authIds: { authId: string; cost: bigint }[]) {
@@ -269,11 +316,19 @@ async function apply(projectId: string, op: Op, authIds: { authId: string; cost:
     case "retention":
       await forgetExpiredReplays(t.db, Date.now() + op.hoursAhead * 3_600_000, 1000);
       return;
+    case "backdate":
+      if (authIds.length === 0) return;
+      await t.db.query(
+        `UPDATE sponsorships SET settled_at = settled_at - $2::int * interval '1 day'
+         WHERE auth_id = $1 AND settled_at IS NOT NULL`,
+        [pick(op.pick).authId, op.days],
+      );
+      return;
   }
 }
 
 describe("analytics rollups", () => {
-  it("equal a full recomputation, and the overview equals the scan it replaced, after random reserve/settle/release/reversal/deposit/replay/retention histories", async () => {
+  it("equal a full recomputation, and the overview equals the scan it replaced, after random reserve/settle/release/reversal/deposit/replay/retention/backdating histories", async () => {
     const seeded = await seedProject(t);
     let run = 0;
     await fc.assert(
@@ -306,6 +361,23 @@ describe("analytics rollups", () => {
             top: fast.topContracts,
           },
           slow,
+        );
+        const from = new Date(nowMs - 41 * DAY_MS).toISOString().slice(0, 10);
+        const to = new Date(nowMs).toISOString().slice(0, 10);
+        assert.deepEqual(
+          (await daily(t.db, projectId, from, to)).map((d) => ({
+            day: d.day,
+            authorized: d.authorized,
+            sponsored: d.sponsored,
+            expired: d.expired,
+            cost: d.costWei,
+            senders: d.activeSenders,
+          })),
+          await dailyFromScratch(t.db, projectId, from, to),
+        );
+        assert.deepEqual(
+          await topSenders(t.db, projectId, "operations", 100),
+          await topSendersFromScratch(t.db, projectId),
         );
       }),
       { numRuns: 20 },
@@ -342,6 +414,37 @@ describe("analytics rollups", () => {
     const rebuilt = await Promise.all(projects.map((id) => stored(t.db, id)));
     assert.deepEqual(rebuilt, kept);
     assert.deepEqual(rebuilt, await Promise.all(projects.map((id) => recomputed(t.db, id))));
+  });
+
+  it("serve the per-day figures over HTTP: 30 days by default, bounded ranges, clear 400s", async () => {
+    const p = await seedProject(t);
+    const get = (query: string) =>
+      t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/analytics/daily${query}`,
+        token: p.ownerToken,
+      });
+    const byDefault = await get("");
+    assert.equal(byDefault.statusCode, 200);
+    const days = byDefault.json().days as { day: string; sponsored: number; activeSenders: number }[];
+    assert.equal(days.length, 30);
+    assert.equal(days.at(-1)!.day, new Date().toISOString().slice(0, 10));
+    assert.ok(days.every((d) => d.sponsored === 0 && d.activeSenders === 0));
+    assert.equal((await get("?from=2025-01-01&to=2025-12-31")).json().days.length, 365);
+    assert.equal((await get("?from=2024-03-01&to=2024-03-01")).json().days[0].day, "2024-03-01");
+    for (const query of [
+      "?from=2025-01-02&to=2025-01-01",
+      "?from=2024-01-01&to=2025-01-01",
+      "?from=2025-02-30",
+      "?to=yesterday",
+      "?from=2025-01-01T00:00:00Z",
+      "?days=7",
+    ]) {
+      const res = await get(query);
+      assert.equal(res.statusCode, 400, query);
+      assert.equal(res.headers["content-type"], "application/problem+json; charset=utf-8", query);
+      assert.equal(res.json().code, "invalid_request", query);
+    }
   });
 
   it("count a batch of rows written in one statement once (statement-level triggers see every row)", async () => {
