@@ -312,6 +312,13 @@ describe("the dashboard in a browser", () => {
     const bars = page.locator("svg.chart.ops rect.bar");
     const heights = await bars.evaluateAll((els) => els.map((e) => Number(e.getAttribute("height"))));
     assert.equal(heights.filter((h) => h > 0).length, 1, "one day with operations");
+    const active = page.locator("svg.chart.senders rect.bar");
+    const activeHeights = await active.evaluateAll((els) => els.map((e) => Number(e.getAttribute("height"))));
+    assert.deepEqual(
+      activeHeights.map((h) => h > 0),
+      [...Array(13).fill(false), true],
+      "one active sender, today",
+    );
     await page.locator("ol.rank code.hex").first().waitFor();
     assert.equal(
       (await page.locator("ol.rank code.hex").first().getAttribute("data-value"))?.toLowerCase(),

@@ -161,7 +161,7 @@ async function overviewFromScratch(db: Queryable, projectId: string, nowMs: numb
   const [active] = await db.query<{ n: number }>(
     `SELECT count(DISTINCT sender)::int AS n FROM sponsorships
      WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
-    [projectId, new Date(dayStart.getTime() - 29 * DAY_MS)],
+    [projectId, new Date(nowMs - 30 * DAY_MS)],
   );
   const [today] = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
@@ -414,6 +414,34 @@ describe("analytics rollups", () => {
     const rebuilt = await Promise.all(projects.map((id) => stored(t.db, id)));
     assert.deepEqual(rebuilt, kept);
     assert.deepEqual(rebuilt, await Promise.all(projects.map((id) => recomputed(t.db, id))));
+  });
+
+  it("count a sender active in the last 30 days to the microsecond, on either side of the day 30 days ago", async () => {
+    const p = await seedProject(t);
+    const nowMs = Date.UTC(2031, 5, 15, 12, 0, 0);
+    const monthAgo = nowMs - 30 * DAY_MS;
+    const settled: [string, number][] = [
+      ["0x00000000000000000000000000000000000000a1", monthAgo + 1_000], // counted: the same day, after
+      ["0x00000000000000000000000000000000000000b2", monthAgo - 1_000], // not: the same day, before
+      ["0x00000000000000000000000000000000000000c3", Date.UTC(2031, 4, 17)], // counted: the next day's first instant
+      ["0x00000000000000000000000000000000000000d4", nowMs - 40 * DAY_MS], // counted once, on its latest day
+      ["0x00000000000000000000000000000000000000d4", nowMs - DAY_MS],
+      ["0x00000000000000000000000000000000000000e5", nowMs - 31 * DAY_MS], // not: the day before
+      ["0x00000000000000000000000000000000000000f6", monthAgo], // counted: exactly 30 days ago
+    ];
+    await t.db.query(
+      `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
+         max_gas_cost, valid_after, valid_until, status, actual_gas, actual_gas_cost, created_at, settled_at)
+       SELECT '0x' || lpad('a' || to_hex(n), 64, '0'), $1, 14601, x.sender, $2, $3, 1000, 100, 1, 2, 'success', 10, 7,
+         x.at, x.at
+       FROM unnest($4::text[], $5::timestamptz[]) WITH ORDINALITY AS x(sender, at, n)`,
+      [p.projectId, TARGETS[0], SELECTOR, settled.map((s) => s[0]), settled.map((s) => new Date(s[1]))],
+    );
+    assert.equal(new Date(monthAgo).toISOString(), "2031-05-16T12:00:00.000Z");
+    const o = await overview(t.db, p.projectId, nowMs);
+    assert.equal(o.activeUsers, 4);
+    assert.equal(o.activeUsers, (await overviewFromScratch(t.db, p.projectId, nowMs)).activeUsers);
+    assert.deepEqual(await stored(t.db, p.projectId), await recomputed(t.db, p.projectId));
   });
 
   it("serve the per-day figures over HTTP: 30 days by default, bounded ranges, clear 400s", async () => {

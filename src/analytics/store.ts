@@ -12,25 +12,30 @@ export interface Overview {
 /**
  * Figures over operations settled on chain (DESIGN.md §3), for one project, read from the
  * rollups of migrations 012 and 015: a bounded number of rows whatever the history (one totals
- * row, the last 30 day rows, at most ten targets). activeUsers counts the distinct senders with a
- * settled operation in the last 30 UTC days, today included.
+ * row, at most 31 day rows, at most ten targets, and the senders whose latest operation falls on
+ * the day 30 days ago). activeUsers counts the distinct senders with a settled operation in the
+ * last 30 days, to the microsecond.
  */
 export async function overview(db: Queryable, projectId: string, nowMs: number): Promise<Overview> {
   const dayStart = new Date(nowMs);
   dayStart.setUTCHours(0, 0, 0, 0);
   const day = dayStart.toISOString().slice(0, 10);
+  const monthAgo = new Date(nowMs - 30 * 86_400_000);
   const [totals, active, today, top, tank] = await Promise.all([
     db.query<{ n: string; saved: string }>(
       `SELECT (success + reverted)::text AS n, cost_wei::text AS saved
        FROM rollup_project_totals WHERE project_id = $1`,
       [projectId],
     ),
-    // Senders whose latest settled operation falls on one of the last 30 UTC days (today
-    // included): each counts once, on its latest day. A later day a clock ahead wrote counts too.
+    // Senders whose latest settled operation is at or after monthAgo: whole days after its day
+    // are one row each; the rest of its own day is an index range over the senders whose latest
+    // operation falls there (at most one day's worth). Later days a clock ahead wrote count too.
     db.query<{ n: string }>(
-      `SELECT COALESCE(sum(latest_senders), 0)::text AS n FROM rollup_project_days
-       WHERE project_id = $1 AND day >= $2::date - 29`,
-      [projectId, day],
+      `SELECT ((SELECT COALESCE(sum(latest_senders), 0) FROM rollup_project_days
+                WHERE project_id = $1 AND day > $2::date)
+             + (SELECT count(*) FROM rollup_project_senders
+                WHERE project_id = $1 AND last_settled_at >= $3 AND last_settled_at < $4))::text AS n`,
+      [projectId, monthAgo.toISOString().slice(0, 10), monthAgo, dayAfter(monthAgo)],
     ),
     // settled_at >= the start of today: today's row, and any later one a clock ahead wrote.
     db.query<{ n: string }>(
@@ -62,6 +67,13 @@ export async function overview(db: Queryable, projectId: string, nowMs: number):
     },
     topContracts: top.map((r) => ({ address: r.address, calls: Number(r.calls), gasUsed: r.gas_used })),
   };
+}
+
+/** The start of the UTC day after the one `at` falls in. */
+function dayAfter(at: Date): Date {
+  const d = new Date(at);
+  d.setUTCHours(24, 0, 0, 0);
+  return d;
 }
 
 /** What can still be spent today: the cap left (never more than the tank), or the tank itself. */

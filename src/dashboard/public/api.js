@@ -54,16 +54,3 @@ export const del = (path, body) => api("DELETE", path, body);
 
 /** Path segment encoding for ids that come from people. */
 export const seg = (value) => encodeURIComponent(String(value));
-
-/** Every page of an offset-paged list, up to `max` items (a bound: the browser holds them all). */
-export async function collect(path, key, { pageSize = 200, max = 1000 } = {}) {
-  const items = [];
-  let total = 0;
-  for (let offset = 0; offset < max; offset += pageSize) {
-    const page = await get(`${path}${path.includes("?") ? "&" : "?"}limit=${pageSize}&offset=${offset}`);
-    total = page.total;
-    items.push(...page[key]);
-    if (page[key].length < pageSize || items.length >= total) break;
-  }
-  return { items: items.slice(0, max), total };
-}

@@ -1,27 +1,31 @@
-// Analytics: the overview's totals and top contracts, and charts of the latest events:
-// operations and cost per day, outcomes, top senders.
+// Analytics: the overview's totals and top contracts, per-day charts from the daily rollup
+// (operations, cost and active senders), outcomes of every authorization, top senders. Every
+// figure is exact and read from the service's rollups, whatever the project's history.
 import { get, seg } from "./api.js";
 import { barChart, rankChart, shareChart } from "./charts.js";
-import { EVENT_WINDOW, lastDays, recentEvents, summarise } from "./events-data.js";
 import { formatShort, formatUnits } from "./money.js";
 import { facts, h, hex, money, section } from "./ui.js";
 
 const DAYS = 14;
+const STATUSES = ["success", "reverted", "expired", "pending"];
+
+/** UTC day (YYYY-MM-DD) `offset` days from today. */
+function utcDay(offset) {
+  return new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
+}
 
 export async function render(ctx) {
   const id = ctx.projectId;
-  const [overview, window, senders] = await Promise.all([
+  const [overview, daily, senders, ...totals] = await Promise.all([
     get(`/projects/${seg(id)}/analytics/overview`),
-    recentEvents(id),
+    get(`/projects/${seg(id)}/analytics/daily?from=${utcDay(1 - DAYS)}&to=${utcDay(0)}`),
     get(`/projects/${seg(id)}/analytics/senders?by=operations&limit=5`),
+    // A status filter's `total` is one rollup row: the outcomes of every authorization.
+    ...STATUSES.map((status) => get(`/projects/${seg(id)}/analytics/events?limit=1&status=${status}`)),
   ]);
   const { decimals, symbol } = ctx.currency;
-  const days = lastDays(DAYS);
-  const s = summarise(window.items, days);
-  const scope =
-    window.total > window.items.length
-      ? `the latest ${window.items.length} of ${window.total} events`
-      : `all ${window.total} events`;
+  const days = daily.days.map((d) => d.day);
+  const outcomes = Object.fromEntries(STATUSES.map((status, i) => [status, totals[i].total]));
   return h(
     "div",
     {},
@@ -37,35 +41,46 @@ export async function render(ctx) {
     ),
     section(
       `Last ${DAYS} days`,
-      h("p", { class: "muted" }, `Drawn from ${scope} (UTC days; at most ${EVENT_WINDOW} events are read).`),
+      h(
+        "p",
+        { class: "muted" },
+        "UTC days. Operations and cost count by the day an operation settled on chain.",
+      ),
       h(
         "div",
         { class: "charts" },
         barChart({
           title: "Operations per day",
           labels: days,
-          values: s.ops,
+          values: daily.days.map((d) => d.sponsored),
           format: (v) => String(v),
           className: "ops",
         }),
         barChart({
           title: `Cost per day (${symbol})`,
           labels: days,
-          values: s.cost,
+          values: daily.days.map((d) => BigInt(d.costWei)),
           format: (v) => `${formatShort(v, decimals)} ${symbol}`,
           className: "cost",
+        }),
+        barChart({
+          title: "Active senders per day",
+          labels: days,
+          values: daily.days.map((d) => d.activeSenders),
+          format: (v) => String(v),
+          className: "senders",
         }),
       ),
     ),
     section(
       "Outcomes",
       shareChart({
-        title: `Outcomes of ${scope}`,
+        title: "Outcomes of every authorization",
         parts: [
-          { key: "success", label: "Success", value: s.statuses.success },
-          { key: "reverted", label: "Reverted", value: s.statuses.reverted },
-          { key: "expired", label: "Expired", value: s.statuses.expired },
-          { key: "pending", label: "Pending", value: s.statuses.pending },
+          { key: "success", label: "Success", value: outcomes.success },
+          { key: "reverted", label: "Reverted", value: outcomes.reverted },
+          { key: "expired", label: "Expired", value: outcomes.expired },
+          { key: "pending", label: "Pending", value: outcomes.pending },
         ],
       }),
     ),

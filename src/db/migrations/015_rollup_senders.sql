@@ -5,8 +5,9 @@
 -- 50,000 senders that range took 120 ms. This migration adds, each kept by the same statement-level
 -- triggers in the same transaction as the change:
 --   * per project and UTC day, `latest_senders`: how many senders' latest settled operation falls
---     on that day. Senders active in the last N days are then the sum over N day rows (exact: a
---     sender counts once, on its latest day);
+--     on that day. Senders active since an instant are then the sum over the day rows after that
+--     instant's day, plus an index range over the senders whose latest operation falls in the
+--     rest of that one day (exact to the microsecond: a sender counts once, on its latest day);
 --   * per project and UTC day, `active_senders`: the distinct senders with a settled operation
 --     that day (exact daily actives, from rollup_project_sender_days below);
 --   * per (project, day, sender) the settled operations that day, which keeps `active_senders`
@@ -29,8 +30,6 @@ CREATE INDEX rollup_project_senders_by_operations
   ON rollup_project_senders (project_id, operations DESC, cost_wei DESC, sender);
 CREATE INDEX rollup_project_senders_by_cost
   ON rollup_project_senders (project_id, cost_wei DESC, operations DESC, sender);
--- Replaced by latest_senders: nothing reads senders by time any more.
-DROP INDEX rollup_project_senders_recent;
 
 CREATE TABLE rollup_project_sender_days (
   project_id text NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
