@@ -204,6 +204,19 @@ describe("loadConfig", () => {
     );
   });
 
+  it("keeps webhook deliveries and events 30 days by default, from 1 day to 10 years", () => {
+    assert.equal(loadConfig({}).webhookRetentionDays, 30);
+    assert.equal(loadConfig({ WEBHOOK_RETENTION_DAYS: "1" }).webhookRetentionDays, 1);
+    assert.equal(loadConfig({ WEBHOOK_RETENTION_DAYS: "3650" }).webhookRetentionDays, 3650);
+    for (const bad of ["0", "3651", "-5", "7.5", "a week"]) {
+      assert.throws(
+        () => loadConfig({ WEBHOOK_RETENTION_DAYS: bad }),
+        (err: Error) => err instanceof ConfigError && /WEBHOOK_RETENTION_DAYS: /.test(err.message),
+        bad,
+      );
+    }
+  });
+
   it("refuses a zero, negative or unbounded quota or limit, naming each variable", () => {
     const bad = {
       MAX_ORGS_PER_DEVELOPER: "0",

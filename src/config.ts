@@ -156,10 +156,15 @@ export interface Config {
    * may be (a receiver on a laptop). Default: refuse in production, allow otherwise.
    */
   webhookPrivateTargets: "refuse" | "allow";
-  // Upkeep (src/retention/maintenance.ts): replay retention and ledger checkpoints.
+  /**
+   * Days a finished delivery (with its attempt log) and an outbox event are kept before the upkeep
+   * job removes them (src/retention/webhooks.ts); deliveries still pending are never removed.
+   */
+  webhookRetentionDays: number;
+  // Upkeep (src/retention/maintenance.ts): replay and webhook retention, ledger checkpoints.
   /** Between two passes of the upkeep job; 0 disables it. */
   maintenanceIntervalMs: number;
-  /** Sponsorships whose expired replay is forgotten per batch (one short transaction each). */
+  /** Rows per retention batch (one short transaction each): replays forgotten, webhook deliveries or events removed. */
   retentionBatchSize: number;
   /** New ledger entries after a project's latest checkpoint that call for the next one. */
   checkpointEveryEntries: number;
@@ -241,6 +246,7 @@ export function loadConfig(env: Env = process.env): Config {
       (v) => oneOf(v, ["refuse", "allow"]),
       nodeEnv === "production" ? "refuse" : "allow",
     ) as "refuse" | "allow",
+    webhookRetentionDays: read("WEBHOOK_RETENTION_DAYS", (v) => intIn(v, 1, 3650), 30),
     maintenanceIntervalMs: read("MAINTENANCE_INTERVAL_MS", (v) => intIn(v, 0, 3_600_000), 60_000),
     retentionBatchSize: read("RETENTION_BATCH_SIZE", (v) => intIn(v, 1, 100_000), 1000),
     checkpointEveryEntries: read("CHECKPOINT_EVERY_ENTRIES", (v) => intIn(v, 1, 10_000_000), 10_000),

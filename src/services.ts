@@ -113,6 +113,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     intervalMs: config.maintenanceIntervalMs,
     batchSize: config.retentionBatchSize,
     checkpointEvery: config.checkpointEveryEntries,
+    webhookRetentionDays: config.webhookRetentionDays,
     now,
   });
   return {

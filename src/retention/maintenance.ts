@@ -2,6 +2,7 @@ import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts
 import type { Db } from "../db/db.ts";
 import { checkpointDueProjects } from "../ledger/checkpoints.ts";
 import { forgetExpiredReplays } from "./replays.ts";
+import { forgetFinishedDeliveries, forgetOldEvents, type OutboxPosition } from "./webhooks.ts";
 
 export interface MaintenanceOptions {
   /** Between two passes; 0 disables the job. */
@@ -10,6 +11,8 @@ export interface MaintenanceOptions {
   batchSize: number;
   /** A project gets a ledger checkpoint once this many entries follow its latest one. */
   checkpointEvery: number;
+  /** Days finished webhook deliveries and outbox events are kept (WEBHOOK_RETENTION_DAYS); default 30. */
+  webhookRetentionDays?: number;
   now: () => number;
 }
 
@@ -20,30 +23,67 @@ const CHECKPOINT_PROJECTS_PER_PASS = 50;
 export interface Maintenance {
   start(log?: WatcherLog): void;
   stop(): Promise<void>;
-  /** One pass, for tests: what it cleared and which projects it checkpointed. */
-  pass(): Promise<{ forgotten: number; checkpointed: string[] }>;
+  /** One pass, for tests: what it cleared and removed, and which projects it checkpointed. */
+  pass(): Promise<MaintenancePass>;
 }
 
+export interface MaintenancePass {
+  /** Sponsorships whose replay was forgotten. */
+  forgotten: number;
+  /** Finished webhook deliveries removed (with their attempt logs). */
+  deliveriesRemoved: number;
+  /** Outbox events removed. */
+  eventsRemoved: number;
+  checkpointed: string[];
+}
+
+export const DEFAULT_WEBHOOK_RETENTION_DAYS = 30;
+
 /**
- * The background upkeep that keeps reads bounded: replays whose 24 hours are over are forgotten
- * (retention/replays.ts) and ledger checkpoints are written (ledger/checkpoints.ts). Every
- * instance runs it; both parts are safe to run side by side (SKIP LOCKED, and a table lock plus
+ * The background upkeep that keeps reads and storage bounded: replays whose 24 hours are over are
+ * forgotten (retention/replays.ts), finished webhook deliveries and old outbox events are removed
+ * (retention/webhooks.ts), and ledger checkpoints are written (ledger/checkpoints.ts). Every
+ * instance runs it; every part is safe to run side by side (SKIP LOCKED, and a table lock plus
  * a primary key), so no leader is needed.
  */
 export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
-  const pass = async () => {
+  const webhookRetentionDays = options.webhookRetentionDays ?? DEFAULT_WEBHOOK_RETENTION_DAYS;
+  // This instance's place in its walk over the expired events: a pass goes on where the last one
+  // stopped, so events that must stay (pending deliveries) are not re-read by every pass.
+  let outboxPosition: OutboxPosition | null = null;
+  const pass = async (): Promise<MaintenancePass> => {
     let forgotten = 0;
     for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
       const n = await forgetExpiredReplays(db, options.now(), options.batchSize);
       forgotten += n;
       if (n < options.batchSize) break;
     }
+    // Deliveries first: an event can only go once its last delivery has.
+    let deliveriesRemoved = 0;
+    for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
+      const n = await forgetFinishedDeliveries(db, options.now(), webhookRetentionDays, options.batchSize);
+      deliveriesRemoved += n;
+      if (n < options.batchSize) break;
+    }
+    let eventsRemoved = 0;
+    for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
+      const step = await forgetOldEvents(
+        db,
+        options.now(),
+        webhookRetentionDays,
+        options.batchSize,
+        outboxPosition,
+      );
+      eventsRemoved += step.removed;
+      outboxPosition = step.next;
+      if (step.next === null) break;
+    }
     const checkpointed = await checkpointDueProjects(
       db,
       options.checkpointEvery,
       CHECKPOINT_PROJECTS_PER_PASS,
     );
-    return { forgotten, checkpointed };
+    return { forgotten, deliveriesRemoved, eventsRemoved, checkpointed };
   };
   let loop: PollLoop | null = null;
   return {
