@@ -12,13 +12,14 @@ import { depositDeriver, xpubFromLocalSeed } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/routes.ts";
 import { localIssuer, oidcVerifier, type TokenVerifier } from "./identity/tokens.ts";
 import { reservationBatcher } from "./ledger/batcher.ts";
-import { createMetrics, type Metrics } from "./metrics/metrics.ts";
+import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP } from "./metrics/metrics.ts";
 import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
 import { type Maintenance, maintenance } from "./retention/maintenance.ts";
 import { loadOrCreateSecret } from "./secrets.ts";
 import { createSigner } from "./sponsor/signer.ts";
 import { approvalGate } from "./webhooks/approval.ts";
+import { countPending } from "./webhooks/deliveries.ts";
 import { webhookFetch } from "./webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "./webhooks/worker.ts";
 
@@ -72,6 +73,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const readiness: ReadinessProbe[] = [databaseProbe(db)];
   if (redis) readiness.push(redisProbe(rateLimiter));
   const metrics: Metrics = overrides.metrics ?? createMetrics({ version: VERSION });
+  metrics.pendingDeliveriesFrom(() => countPending(db, PENDING_DELIVERIES_CAP), now);
   const signer = createSigner(signerKey);
   const watchers = options.chainWatchers
     ? createChainWatchers(config, db, { metrics, signer: signer.address })
@@ -95,7 +97,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     feeOracle,
     readiness,
     metrics,
-    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress }),
+    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics }),
     now,
     ...overrides,
   };
@@ -108,6 +110,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     timeoutMs: config.webhookTimeoutMs,
     pollIntervalMs: config.webhookPollIntervalMs,
     fetch: egress,
+    metrics,
   });
   const upkeep = maintenance(db, {
     intervalMs: config.maintenanceIntervalMs,

@@ -85,7 +85,7 @@ export const healthRoutes: RoutePlugin = async (app, { services }) => {
         tags: ["health"],
         summary: "Prometheus metrics (text exposition); Authorization: Bearer METRICS_TOKEN when that is set",
         description:
-          "Requests and latency by route, authorization outcomes by code, reservation batch sizes, watcher lag and leadership, unattributed spend, paymaster deposits against the gas tanks and open reservations (amounts in ether, float), readiness checks, and the process's own metrics. Open unless METRICS_TOKEN is set: keep it on the internal network.",
+          "Requests and latency by route, authorization outcomes by code, reservation batch sizes, watcher lag and leadership, unattributed spend, paymaster deposits against the gas tanks and open reservations (amounts in ether, float), readiness checks, webhook delivery attempts by outcome with their durations, deliveries given up on and the pending backlog, approval webhook calls by result with their durations, and the process's own metrics. Open unless METRICS_TOKEN is set: keep it on the internal network.",
         response: {
           200: {
             description: "Prometheus text exposition format 0.0.4",

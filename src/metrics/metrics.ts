@@ -7,6 +7,9 @@
  * in ether (10^18 wei of the chain's native token: S on Sonic), converted from the exact decimal
  * string: about 15 significant digits, ample for graphs and alerts. They are never read back:
  * the ledger and the parity reports keep exact wei.
+ *
+ * Everything here is set as things happen, except the pending webhook deliveries: that gauge is
+ * read from the store by the scrape itself, from a cached count refreshed at most every 10 s.
  */
 import cluster from "node:cluster";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
@@ -18,6 +21,30 @@ export const CHECK_STATUS_VALUE = { ok: 0, degraded: 1, down: 2 } as const;
 
 /** How the paymasters' deposit compares with what the tanks promise, as a number (see health/deposit-coverage.ts). */
 export const COVERAGE_VALUE = { unknown: -1, ok: 0, low: 1, short: 2 } as const;
+
+/**
+ * How one attempt to deliver a webhook event ended (webhooks/worker.ts). A closed set on purpose:
+ * a label never carries a URL (it may hold a token), an endpoint, a project or a status code.
+ */
+export const WEBHOOK_ATTEMPT_OUTCOMES = [
+  "delivered",
+  "http_error",
+  "timeout",
+  "network_error",
+  "refused_private_target",
+] as const;
+export type WebhookAttemptOutcome = (typeof WEBHOOK_ATTEMPT_OUTCOMES)[number];
+
+/** What one call of a project's approval webhook gave (webhooks/approval.ts), before the fail mode applies. */
+export const APPROVAL_CALL_RESULTS = ["approved", "denied", "timeout", "error"] as const;
+export type ApprovalCallResult = (typeof APPROVAL_CALL_RESULTS)[number];
+
+/** The pending-deliveries gauge is read from the store at most this often, however often it is scraped. */
+export const PENDING_SAMPLE_MAX_AGE_MS = 10_000;
+/** The count behind gss_webhook_deliveries_pending stops here: a bounded read, whatever the backlog. */
+export const PENDING_DELIVERIES_CAP = 100_000;
+/** How long a scrape waits for that read before it shows the previous value (the read goes on). */
+const PENDING_SAMPLE_WAIT_MS = 500;
 
 export interface Metrics {
   readonly contentType: string;
@@ -37,6 +64,18 @@ export interface Metrics {
   openReservations(chainId: number, wei: bigint): void;
   depositCoverage(chainId: number, state: keyof typeof COVERAGE_VALUE): void;
   readinessCheck(check: string, status: keyof typeof CHECK_STATUS_VALUE): void;
+  /** One attempt of the webhook worker: how it ended and how long the HTTP exchange took. */
+  webhookAttempt(outcome: WebhookAttemptOutcome, seconds: number): void;
+  /** A delivery that used its last attempt and is now `failed`. */
+  webhookGaveUp(): void;
+  /**
+   * Where the pending-deliveries gauge comes from: `read` (a bounded count in the store) runs
+   * when a scrape finds the last value older than PENDING_SAMPLE_MAX_AGE_MS by `now`, one read at
+   * a time. Until a read succeeds, and after one fails, the gauge has no sample.
+   */
+  pendingDeliveriesFrom(read: () => Promise<number>, now?: () => number): void;
+  /** One call of an approval webhook: its result and how long it took. */
+  approvalCall(result: ApprovalCallResult, seconds: number): void;
   /** The text exposition: this service's metrics, then the process's. */
   exposition(): Promise<string>;
   /**
@@ -50,6 +89,47 @@ export interface Metrics {
 /** Wei as float ether for a gauge: exact decimal string first, so the only rounding is float64's. */
 export function weiToEther(wei: bigint): number {
   return Number(formatEther(wei));
+}
+
+/**
+ * A number read from the store for a gauge at scrape time, without letting scrapes drive the
+ * store: a read starts only when the last one started PENDING_SAMPLE_MAX_AGE_MS ago or more (a
+ * failed one included), concurrent scrapes share it, and a scrape waits for it at most
+ * PENDING_SAMPLE_WAIT_MS; a slower read completes in the background for the next scrape.
+ * Resolves to the last value read, or null when the last read failed or none has finished.
+ */
+function cachedRead(read: () => Promise<number>, now: () => number): () => Promise<number | null> {
+  let value: number | null = null;
+  let startedAt: number | null = null;
+  let inFlight: Promise<void> | null = null;
+  return async () => {
+    const t = now();
+    if (!inFlight && (startedAt === null || t - startedAt >= PENDING_SAMPLE_MAX_AGE_MS)) {
+      startedAt = t;
+      inFlight = read()
+        .then(
+          (n) => {
+            value = n;
+          },
+          () => {
+            value = null;
+          },
+        )
+        .finally(() => {
+          inFlight = null;
+        });
+    }
+    if (inFlight) {
+      let timer: NodeJS.Timeout | undefined;
+      const patience = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, PENDING_SAMPLE_WAIT_MS);
+        timer.unref();
+      });
+      await Promise.race([inFlight, patience]);
+      clearTimeout(timer);
+    }
+    return value;
+  };
 }
 
 let processRegistry: Registry | null = null;
@@ -158,6 +238,52 @@ export function createMetrics(options: { version: string; clusterWorker?: boolea
     registers,
   });
 
+  const attempts = new Counter({
+    name: "gss_webhook_delivery_attempts_total",
+    help: "Webhook delivery attempts by outcome: delivered (2xx), http_error (any other status, redirects included), timeout, network_error, refused_private_target (WEBHOOK_PRIVATE_TARGETS=refuse)",
+    labelNames: ["outcome"],
+    registers,
+  });
+  const attemptDuration = new Histogram({
+    name: "gss_webhook_delivery_attempt_duration_seconds",
+    help: "Time of one webhook delivery attempt, from sending the request to the receiver's answer or the failure (bounded by WEBHOOK_TIMEOUT_MS)",
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+  const gaveUp = new Counter({
+    name: "gss_webhook_deliveries_failed_total",
+    help: "Webhook deliveries that failed for good: their last attempt (WEBHOOK_MAX_ATTEMPTS) failed too",
+    registers,
+  });
+  let pendingSample: (() => Promise<number | null>) | null = null;
+  new Gauge({
+    aggregator: "max",
+    name: "gss_webhook_deliveries_pending",
+    help: `Webhook deliveries waiting for an attempt (status pending), counted up to ${PENDING_DELIVERIES_CAP}; read from the store at most every ${PENDING_SAMPLE_MAX_AGE_MS / 1000} s`,
+    registers,
+    async collect() {
+      if (!pendingSample) return;
+      const n = await pendingSample();
+      if (n === null) this.remove();
+      else this.set(n);
+    },
+  }).remove();
+  const approvals = new Counter({
+    name: "gss_approval_webhook_calls_total",
+    help: "Calls of projects' approval webhooks by result: approved, denied, timeout (no answer within the project's timeoutMs), error (another status, an unusable answer, a failed or refused connection)",
+    labelNames: ["result"],
+    registers,
+  });
+  const approvalDuration = new Histogram({
+    name: "gss_approval_webhook_duration_seconds",
+    help: "Time of one approval webhook call, until its answer was read or it failed (bounded by the project's timeoutMs)",
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers,
+  });
+  // Every outcome is a series from the start, so that rate() and increase() see the first one.
+  for (const outcome of WEBHOOK_ATTEMPT_OUTCOMES) attempts.inc({ outcome }, 0);
+  for (const result of APPROVAL_CALL_RESULTS) approvals.inc({ result }, 0);
+
   const snapshot = async () => [
     ...(await registry.getMetricsAsJSON()),
     ...(await processMetrics().getMetricsAsJSON()),
@@ -190,6 +316,18 @@ export function createMetrics(options: { version: string; clusterWorker?: boolea
     openReservations: (chainId, wei) => reservations.set({ chain_id: String(chainId) }, weiToEther(wei)),
     depositCoverage: (chainId, state) => coverage.set({ chain_id: String(chainId) }, COVERAGE_VALUE[state]),
     readinessCheck: (check, status) => readiness.set({ check }, CHECK_STATUS_VALUE[status]),
+    webhookAttempt(outcome, seconds) {
+      attempts.inc({ outcome });
+      attemptDuration.observe(seconds);
+    },
+    webhookGaveUp: () => gaveUp.inc(),
+    pendingDeliveriesFrom(read, now = Date.now) {
+      pendingSample = cachedRead(read, now);
+    },
+    approvalCall(result, seconds) {
+      approvals.inc({ result });
+      approvalDuration.observe(seconds);
+    },
     snapshot,
     async exposition() {
       if (clusterClient) {

@@ -14,6 +14,7 @@ import { randomBytes } from "node:crypto";
 import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
+import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
 import type { WebhookFetch } from "./egress.ts";
 import { signedHeaders } from "./signing.ts";
 import { type ApprovalSettings, readSettings } from "./store.ts";
@@ -50,6 +51,8 @@ export function approvalGate(deps: {
   now: () => number;
   /** What the request is sent with (webhooks/egress.ts: the guard against private targets). */
   fetch?: WebhookFetch;
+  /** Where calls are counted by result and timed; nothing is counted without it. */
+  metrics?: Pick<Metrics, "approvalCall">;
 }): ApprovalGate {
   const send: WebhookFetch = deps.fetch ?? ((url, init) => fetch(url, init));
   const cache = new Lru<string, { settings: ApprovalSettings | null; expiresAt: number }>(10_000);
@@ -65,7 +68,9 @@ export function approvalGate(deps: {
     async check(req) {
       const settings = await settingsOf(req.projectId);
       if (!settings) return { kind: "approved", by: "no_webhook" };
-      const answer = await ask(send, settings, req, deps.now);
+      const started = performance.now();
+      const { answer, result } = await ask(send, settings, req, deps.now);
+      deps.metrics?.approvalCall(result, (performance.now() - started) / 1000);
       return decide(settings.failMode, answer);
     },
     forget: (projectId) => void cache.delete(projectId),
@@ -144,12 +149,18 @@ export function approvalBody(id: string, nowMs: number, req: ApprovalRequest): s
   });
 }
 
+/** The metrics' word for an answer: a failure is a timeout or, whatever else went wrong, an error. */
+function resultOf(answer: Answer, timedOut = false): { answer: Answer; result: ApprovalCallResult } {
+  const result = answer.kind === "approve" ? "approved" : answer.kind === "deny" ? "denied" : "error";
+  return { answer, result: timedOut ? "timeout" : result };
+}
+
 async function ask(
   send: WebhookFetch,
   settings: ApprovalSettings,
   req: ApprovalRequest,
   now: () => number,
-): Promise<Answer> {
+): Promise<{ answer: Answer; result: ApprovalCallResult }> {
   const id = `apr_${randomBytes(16).toString("hex")}`;
   const nowMs = now();
   const body = approvalBody(id, nowMs, req);
@@ -166,19 +177,19 @@ async function ask(
       redirect: "manual",
       signal,
     });
-    return parseAnswer(res.status, await readCapped(res, MAX_ANSWER_BYTES));
+    return resultOf(parseAnswer(res.status, await readCapped(res, MAX_ANSWER_BYTES)));
   } catch (err) {
     const name = (err as { name?: string }).name;
     if (name === "TimeoutError" || name === "AbortError") {
-      return { kind: "failure", why: `no answer within ${settings.timeoutMs} ms` };
+      return resultOf({ kind: "failure", why: `no answer within ${settings.timeoutMs} ms` }, true);
     }
     const refused =
       name === "PrivateTargetRefused" ||
       (err as { cause?: { name?: string } }).cause?.name === "PrivateTargetRefused";
-    return {
+    return resultOf({
       kind: "failure",
       why: refused ? "the URL does not resolve to public addresses only" : "the request failed",
-    };
+    });
   }
 }
 

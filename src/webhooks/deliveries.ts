@@ -74,16 +74,16 @@ export interface AttemptResult {
 /**
  * Records an attempt and moves the delivery on, in one transaction. A delivery that was
  * redelivered or claimed anew meanwhile (its attempt counter moved) keeps its new state; the
- * attempt is logged all the same.
+ * attempt is logged all the same. Resolves to whether the delivery took the state `r.next` asked for.
  */
 export async function recordAttempt(
   db: { transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> },
   delivery: { id: number; attempt: number },
   r: AttemptResult,
-): Promise<void> {
+): Promise<boolean> {
   const status = r.next.kind === "retry" ? "pending" : r.next.kind;
   const delayMs = r.next.kind === "retry" ? r.next.delayMs : null;
-  await db.transaction(async (tx) => {
+  return db.transaction(async (tx) => {
     const [row] = await tx.query<{ next_at: Date | null }>(
       `UPDATE webhook_deliveries SET status = $3, last_status_code = $4, last_error = $5,
          next_attempt_at = CASE WHEN $6::bigint IS NULL THEN next_attempt_at
@@ -98,7 +98,22 @@ export async function recordAttempt(
        VALUES ($1, $2, $3, $4, $5, $6, $7)`,
       [delivery.id, delivery.attempt, r.startedAt, r.latencyMs, r.statusCode, r.error, row?.next_at ?? null],
     );
+    return row !== undefined;
   });
+}
+
+/**
+ * Deliveries waiting for an attempt (status pending, whether due or scheduled), counted up to
+ * `cap`: the partial index webhook_deliveries_due holds exactly these rows, so the read stays
+ * bounded however long the backlog grows. For the metrics (services.ts).
+ */
+export async function countPending(db: Queryable, cap: number): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM (
+       SELECT 1 FROM webhook_deliveries WHERE status = 'pending' ORDER BY next_attempt_at LIMIT $1) p`,
+    [cap],
+  );
+  return row?.n ?? 0;
 }
 
 /** Hands a claim back unattempted (the worker is stopping): due again at once, for any instance. */

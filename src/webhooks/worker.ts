@@ -8,6 +8,7 @@
 
 import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
 import type { Db } from "../db/db.ts";
+import type { Metrics, WebhookAttemptOutcome } from "../metrics/metrics.ts";
 import { type ClaimedDelivery, claimDue, recordAttempt, releaseClaim } from "./deliveries.ts";
 import type { WebhookFetch } from "./egress.ts";
 import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
@@ -25,6 +26,8 @@ export interface WorkerOptions {
   now?: () => number;
   /** What requests are sent with (webhooks/egress.ts: the guard against private targets). */
   fetch?: WebhookFetch;
+  /** Where attempts and deliveries given up on are counted; nothing is counted without it. */
+  metrics?: Pick<Metrics, "webhookAttempt" | "webhookGaveUp">;
 }
 
 export interface WebhookWorker {
@@ -65,6 +68,9 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
     const headers = signedHeaders(d.secrets, d.eventId, Math.floor(startedAt.getTime() / 1000), body);
     let statusCode: number | null = null;
     let error: string | null = null;
+    let outcome: WebhookAttemptOutcome;
+    // The metric's clock is monotonic; the log's latency follows `now` like its timestamps.
+    const exchangeStarted = performance.now();
     try {
       const res = await send(d.url, {
         method: "POST",
@@ -76,14 +82,16 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
       statusCode = res.status;
       // The answer's body is not needed; dropping it frees the connection.
       await res.body?.cancel().catch(() => {});
+      outcome = delivered(res.status) ? "delivered" : "http_error";
       if (!delivered(res.status)) error = `HTTP ${res.status}`;
     } catch (err) {
       if (stopping.signal.aborted) {
         await releaseClaim(db, d);
         return;
       }
-      error = describeFailure(err, options.timeoutMs);
+      ({ outcome, error } = describeFailure(err, options.timeoutMs));
     }
+    options.metrics?.webhookAttempt(outcome, (performance.now() - exchangeStarted) / 1000);
     const latencyMs = Math.max(0, now() - startedAt.getTime());
     const ok = error === null;
     const after = ok ? null : afterFailure(options.retry, d.attempt, random());
@@ -92,7 +100,9 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
       : after!.kind === "retry"
         ? { kind: "retry" as const, delayMs: after!.delayMs }
         : ({ kind: "failed" } as const);
-    await recordAttempt(db, d, { startedAt, latencyMs, statusCode, error, next });
+    const recorded = await recordAttempt(db, d, { startedAt, latencyMs, statusCode, error, next });
+    // Counted only when the delivery really ended failed (not when redelivered meanwhile).
+    if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
     if (next.kind === "failed") {
       log?.warn(
         { delivery: d.id, event: d.eventId, attempts: d.attempt, error },
@@ -134,12 +144,24 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
   };
 }
 
-/** A short, safe description of a failed attempt (no URL: it may carry a token in its path). */
-function describeFailure(err: unknown, timeoutMs: number): string {
+/**
+ * A failed request's class for the metrics and a short, safe description for the delivery log
+ * (no URL in either: it may carry a token in its path).
+ */
+function describeFailure(
+  err: unknown,
+  timeoutMs: number,
+): { outcome: Exclude<WebhookAttemptOutcome, "delivered" | "http_error">; error: string } {
   const e = err as { name?: string; cause?: { code?: string; name?: string; message?: string } };
-  if (e.name === "TimeoutError" || e.name === "AbortError") return `timed out after ${timeoutMs} ms`;
-  if (e.name === "PrivateTargetRefused") return `refused: ${(err as Error).message}`;
-  if (e.cause?.name === "PrivateTargetRefused") return `refused: ${e.cause.message}`;
-  if (e.cause?.code) return `connection failed: ${e.cause.code}`;
-  return "request failed";
+  if (e.name === "TimeoutError" || e.name === "AbortError") {
+    return { outcome: "timeout", error: `timed out after ${timeoutMs} ms` };
+  }
+  if (e.name === "PrivateTargetRefused") {
+    return { outcome: "refused_private_target", error: `refused: ${(err as Error).message}` };
+  }
+  if (e.cause?.name === "PrivateTargetRefused") {
+    return { outcome: "refused_private_target", error: `refused: ${e.cause.message}` };
+  }
+  if (e.cause?.code) return { outcome: "network_error", error: `connection failed: ${e.cause.code}` };
+  return { outcome: "network_error", error: "request failed" };
 }
