@@ -261,7 +261,17 @@ async function measureSizes(db: Db, _projectId: string, seeded: { nowMs: number 
     after = await relationBytes(db);
   }
   const [database] = await db.query<{ n: string }>("SELECT pg_database_size(current_database())::text AS n");
-  return { before, after, retentionMs, databaseBytes: Number(database!.n) };
+  const byRelation = await db.query<{ r: string; n: string }>(
+    "SELECT r, pg_total_relation_size(r::regclass)::text AS n FROM unnest($1::text[]) r",
+    [RELATIONS],
+  );
+  return {
+    before,
+    after,
+    retentionMs,
+    databaseBytes: Number(database!.n),
+    byRelation: byRelation.map((x) => [x.r, Number(x.n)] as const),
+  };
 }
 
 function apiOf(baseUrl: string, token: string) {
@@ -296,7 +306,13 @@ async function time(baseUrl: string, token: string, path: string): Promise<strin
 
 function printTable(
   rows: string[][],
-  sizes: { before: number; after: number; retentionMs: number; databaseBytes: number },
+  sizes: {
+    before: number;
+    after: number;
+    retentionMs: number;
+    databaseBytes: number;
+    byRelation: (readonly [string, number])[];
+  },
   inSync: boolean,
 ) {
   const mb = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MB`;
@@ -311,6 +327,9 @@ function printTable(
     withReplays
       ? `bytes per operation (sponsorships + ledger + rollups + checkpoints, indexes included): ${(sizes.before / ops).toFixed(0)} with every replay stored, ${(sizes.after / ops).toFixed(0)} after retention (job ${sizes.retentionMs} ms, then VACUUM FULL)`
       : `bytes per operation (sponsorships + ledger + rollups + checkpoints, indexes included; replays kept for the last 24 hours only): ${(sizes.after / ops).toFixed(0)}`,
+  );
+  console.log(
+    `  of which, per operation: ${sizes.byRelation.map(([r, n]) => `${r} ${(n / ops).toFixed(0)}`).join(", ")}`,
   );
 }
 
