@@ -14,7 +14,7 @@ import {
 import { webhookFetch } from "../src/webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
-import { type Receiver, startReceiver } from "./support/receiver.ts";
+import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
 
 /**
  * The webhook metrics on /metrics: delivery attempts by outcome and their durations, deliveries
@@ -147,15 +147,7 @@ async function project() {
 }
 
 async function addEndpoint(p: { projectId: string; ownerToken: string }, url: string) {
-  const res = await t.request({
-    method: "POST",
-    url: `/projects/${p.projectId}/webhooks`,
-    token: p.ownerToken,
-    payload: { url, eventTypes: ["deposit.credited"] },
-  });
-  assert.equal(res.statusCode, 201, res.body);
-  const body = res.json() as { id: number; secret: string };
-  t.secrets.add(body.secret);
+  const body = await addWebhookEndpoint(t, p, url, ["deposit.credited"]);
   unspeakable.add(url);
   unspeakable.add(new URL(url).host);
   return body;

@@ -12,7 +12,7 @@ import {
 } from "../src/retention/webhooks.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
-import { type Receiver, startReceiver } from "./support/receiver.ts";
+import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
 
 /**
  * Retention of the webhook tables (src/retention/webhooks.ts): finished deliveries, their attempt
@@ -60,16 +60,7 @@ async function project() {
 }
 
 async function addEndpoint(p: { projectId: string; ownerToken: string }, url: string) {
-  const res = await t.request({
-    method: "POST",
-    url: `/projects/${p.projectId}/webhooks`,
-    token: p.ownerToken,
-    payload: { url, eventTypes: ["deposit.credited"] },
-  });
-  assert.equal(res.statusCode, 201, res.body);
-  const body = res.json() as { id: number; secret: string };
-  t.secrets.add(body.secret);
-  return body.id;
+  return (await addWebhookEndpoint(t, p, url, ["deposit.credited"])).id;
 }
 
 async function pause(p: { projectId: string; ownerToken: string }, endpointId: number) {

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { billOperation, creditDeposit, release } from "../src/ledger/ledger.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { seedProject, startTestApp, TEST_PAYMASTER, type TestApp } from "./support/app.ts";
-import { type Received, type Receiver, startReceiver } from "./support/receiver.ts";
+import { addWebhookEndpoint, type Received, type Receiver, startReceiver } from "./support/receiver.ts";
 
 /**
  * Issue 11, webhooks: event endpoints fed from the outbox, their signatures, retries, delivery
@@ -59,17 +59,8 @@ async function project() {
   return p;
 }
 
-async function addEndpoint(p: { projectId: string; ownerToken: string }, url: string, eventTypes = ["*"]) {
-  const res = await t.request({
-    method: "POST",
-    url: `/projects/${p.projectId}/webhooks`,
-    token: p.ownerToken,
-    payload: { url, eventTypes },
-  });
-  assert.equal(res.statusCode, 201, res.body);
-  const body = res.json() as { id: number; secret: string };
-  t.secrets.add(body.secret);
-  return body;
+function addEndpoint(p: { projectId: string; ownerToken: string }, url: string, eventTypes = ["*"]) {
+  return addWebhookEndpoint(t, p, url, eventTypes);
 }
 
 async function authorize(p: { projectId: string; apiKey: string }) {

@@ -3,7 +3,9 @@
  * every request (headers and raw body) and answers as the test scripts it: a status and body, or
  * holding the request open until the test lets it go.
  */
+import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
+import type { TestApp } from "./app.ts";
 
 export interface Received {
   headers: IncomingHttpHeaders;
@@ -76,4 +78,26 @@ export async function startReceiver(fallback: Answer = { status: 200, body: "{}"
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   }) as Receiver;
+}
+
+/**
+ * Subscribes `url` to the project's events through the API (201 asserted) and registers the
+ * signing secret with the app's secret watch, so that a log line carrying it fails the test.
+ */
+export async function addWebhookEndpoint(
+  t: Pick<TestApp, "request" | "secrets">,
+  p: { projectId: string; ownerToken: string },
+  url: string,
+  eventTypes: string[] = ["*"],
+): Promise<{ id: number; secret: string }> {
+  const res = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/webhooks`,
+    token: p.ownerToken,
+    payload: { url, eventTypes },
+  });
+  assert.equal(res.statusCode, 201, res.body);
+  const body = res.json() as { id: number; secret: string };
+  t.secrets.add(body.secret);
+  return body;
 }
