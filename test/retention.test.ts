@@ -97,6 +97,7 @@ describe("replay retention", () => {
       intervalMs: 0,
       batchSize: 3,
       checkpointEvery: 1_000_000,
+      webhookRetentionDays: 30,
       now: () => clock,
     });
     // Two passes side by side (two instances): SKIP LOCKED shares the rows, none is cleared twice.

@@ -3,7 +3,7 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid } from "../http/problem.ts";
 import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
-import { daily, decodeCursor, events, overview, topSenders } from "./store.ts";
+import { DAY_MS, daily, decodeCursor, events, overview, topSenders } from "./store.ts";
 
 const Overview = Type.Object({
   totalSponsored: Type.Integer({ description: "Operations settled on chain (success or reverted)" }),
@@ -34,7 +34,6 @@ const Event = Type.Object(
   { $id: "TransactionEvent" },
 );
 
-const DAY_MS = 86_400_000;
 const MAX_DAYS = 366;
 
 export const analyticsRoutes: RoutePlugin = async (app, { services }) => {

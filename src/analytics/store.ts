@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import type { Queryable } from "../db/db.ts";
 
+export const DAY_MS = 86_400_000;
+
 export interface Overview {
   totalSponsored: number;
   totalGasSaved: string;
@@ -20,7 +22,7 @@ export async function overview(db: Queryable, projectId: string, nowMs: number):
   const dayStart = new Date(nowMs);
   dayStart.setUTCHours(0, 0, 0, 0);
   const day = dayStart.toISOString().slice(0, 10);
-  const monthAgo = new Date(nowMs - 30 * 86_400_000);
+  const monthAgo = new Date(nowMs - 30 * DAY_MS);
   const [totals, active, today, top, tank] = await Promise.all([
     db.query<{ n: string; saved: string }>(
       `SELECT (success + reverted)::text AS n, cost_wei::text AS saved

@@ -11,8 +11,8 @@ export interface MaintenanceOptions {
   batchSize: number;
   /** A project gets a ledger checkpoint once this many entries follow its latest one. */
   checkpointEvery: number;
-  /** Days finished webhook deliveries and outbox events are kept (WEBHOOK_RETENTION_DAYS); default 30. */
-  webhookRetentionDays?: number;
+  /** Days finished webhook deliveries and outbox events are kept (WEBHOOK_RETENTION_DAYS). */
+  webhookRetentionDays: number;
   now: () => number;
 }
 
@@ -37,8 +37,6 @@ export interface MaintenancePass {
   checkpointed: string[];
 }
 
-export const DEFAULT_WEBHOOK_RETENTION_DAYS = 30;
-
 /**
  * The background upkeep that keeps reads and storage bounded: replays whose 24 hours are over are
  * forgotten (retention/replays.ts), finished webhook deliveries and old outbox events are removed
@@ -47,33 +45,30 @@ export const DEFAULT_WEBHOOK_RETENTION_DAYS = 30;
  * a primary key), so no leader is needed.
  */
 export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
-  const webhookRetentionDays = options.webhookRetentionDays ?? DEFAULT_WEBHOOK_RETENTION_DAYS;
+  const { batchSize, webhookRetentionDays } = options;
+  // A step that removes at most batchSize rows per call, called until one comes back short (or
+  // the pass's bound): what it removed in all.
+  const drain = async (step: () => Promise<number>) => {
+    let total = 0;
+    for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
+      const n = await step();
+      total += n;
+      if (n < batchSize) break;
+    }
+    return total;
+  };
   // This instance's place in its walk over the expired events: a pass goes on where the last one
   // stopped, so events that must stay (pending deliveries) are not re-read by every pass.
   let outboxPosition: OutboxPosition | null = null;
   const pass = async (): Promise<MaintenancePass> => {
-    let forgotten = 0;
-    for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-      const n = await forgetExpiredReplays(db, options.now(), options.batchSize);
-      forgotten += n;
-      if (n < options.batchSize) break;
-    }
+    const forgotten = await drain(() => forgetExpiredReplays(db, options.now(), batchSize));
     // Deliveries first: an event can only go once its last delivery has.
-    let deliveriesRemoved = 0;
-    for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-      const n = await forgetFinishedDeliveries(db, options.now(), webhookRetentionDays, options.batchSize);
-      deliveriesRemoved += n;
-      if (n < options.batchSize) break;
-    }
+    const deliveriesRemoved = await drain(() =>
+      forgetFinishedDeliveries(db, options.now(), webhookRetentionDays, batchSize),
+    );
     let eventsRemoved = 0;
     for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
-      const step = await forgetOldEvents(
-        db,
-        options.now(),
-        webhookRetentionDays,
-        options.batchSize,
-        outboxPosition,
-      );
+      const step = await forgetOldEvents(db, options.now(), webhookRetentionDays, batchSize, outboxPosition);
       eventsRemoved += step.removed;
       outboxPosition = step.next;
       if (step.next === null) break;

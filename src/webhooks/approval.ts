@@ -15,7 +15,7 @@ import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
-import type { WebhookFetch } from "./egress.ts";
+import { sendFailure, type WebhookFetch } from "./egress.ts";
 import { signedHeaders } from "./signing.ts";
 import { type ApprovalSettings, readSettings } from "./store.ts";
 
@@ -149,10 +149,12 @@ export function approvalBody(id: string, nowMs: number, req: ApprovalRequest): s
   });
 }
 
-/** The metrics' word for an answer: a failure is a timeout or, whatever else went wrong, an error. */
-function resultOf(answer: Answer, timedOut = false): { answer: Answer; result: ApprovalCallResult } {
-  const result = answer.kind === "approve" ? "approved" : answer.kind === "deny" ? "denied" : "error";
-  return { answer, result: timedOut ? "timeout" : result };
+/** The metrics' word for a receiver's answer; a failed request is a timeout or an error (ask). */
+function resultOf(answer: Answer): { answer: Answer; result: ApprovalCallResult } {
+  return {
+    answer,
+    result: answer.kind === "approve" ? "approved" : answer.kind === "deny" ? "denied" : "error",
+  };
 }
 
 async function ask(
@@ -179,17 +181,16 @@ async function ask(
     });
     return resultOf(parseAnswer(res.status, await readCapped(res, MAX_ANSWER_BYTES)));
   } catch (err) {
-    const name = (err as { name?: string }).name;
-    if (name === "TimeoutError" || name === "AbortError") {
-      return resultOf({ kind: "failure", why: `no answer within ${settings.timeoutMs} ms` }, true);
+    const failure = sendFailure(err);
+    if (failure.kind === "timeout") {
+      return {
+        answer: { kind: "failure", why: `no answer within ${settings.timeoutMs} ms` },
+        result: "timeout",
+      };
     }
-    const refused =
-      name === "PrivateTargetRefused" ||
-      (err as { cause?: { name?: string } }).cause?.name === "PrivateTargetRefused";
-    return resultOf({
-      kind: "failure",
-      why: refused ? "the URL does not resolve to public addresses only" : "the request failed",
-    });
+    const why =
+      failure.kind === "refused" ? "the URL does not resolve to public addresses only" : "the request failed";
+    return { answer: { kind: "failure", why }, result: "error" };
   }
 }
 

@@ -95,6 +95,29 @@ export class PrivateTargetRefused extends Error {
   }
 }
 
+/**
+ * How a request sent with a WebhookFetch failed: its deadline passed, the target was refused as
+ * not public (thrown by webhookFetch itself, or by its lookup, which undici wraps as the cause),
+ * or the connection failed some other way. Never the URL: it may carry a token.
+ */
+export type SendFailure =
+  | { kind: "timeout" }
+  | { kind: "refused"; message: string }
+  | { kind: "network"; code?: string };
+
+/** The webhook worker's and the approval gate's one reading of a failed request. */
+export function sendFailure(err: unknown): SendFailure {
+  const e = err as {
+    name?: string;
+    message?: string;
+    cause?: { code?: string; name?: string; message?: string };
+  };
+  if (e.name === "TimeoutError" || e.name === "AbortError") return { kind: "timeout" };
+  if (e.name === "PrivateTargetRefused") return { kind: "refused", message: e.message ?? "" };
+  if (e.cause?.name === "PrivateTargetRefused") return { kind: "refused", message: e.cause.message ?? "" };
+  return e.cause?.code ? { kind: "network", code: e.cause.code } : { kind: "network" };
+}
+
 /** The fetch the webhook worker and the approval gate send with. */
 export type WebhookFetch = (url: string, init: RequestInit) => Promise<Response>;
 

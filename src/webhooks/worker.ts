@@ -10,7 +10,7 @@ import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts
 import type { Db } from "../db/db.ts";
 import type { Metrics, WebhookAttemptOutcome } from "../metrics/metrics.ts";
 import { type ClaimedDelivery, claimDue, recordAttempt, releaseClaim } from "./deliveries.ts";
-import type { WebhookFetch } from "./egress.ts";
+import { sendFailure, type WebhookFetch } from "./egress.ts";
 import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
 import { signedHeaders } from "./signing.ts";
 
@@ -152,16 +152,16 @@ function describeFailure(
   err: unknown,
   timeoutMs: number,
 ): { outcome: Exclude<WebhookAttemptOutcome, "delivered" | "http_error">; error: string } {
-  const e = err as { name?: string; cause?: { code?: string; name?: string; message?: string } };
-  if (e.name === "TimeoutError" || e.name === "AbortError") {
-    return { outcome: "timeout", error: `timed out after ${timeoutMs} ms` };
+  const failure = sendFailure(err);
+  switch (failure.kind) {
+    case "timeout":
+      return { outcome: "timeout", error: `timed out after ${timeoutMs} ms` };
+    case "refused":
+      return { outcome: "refused_private_target", error: `refused: ${failure.message}` };
+    case "network":
+      return {
+        outcome: "network_error",
+        error: failure.code ? `connection failed: ${failure.code}` : "request failed",
+      };
   }
-  if (e.name === "PrivateTargetRefused") {
-    return { outcome: "refused_private_target", error: `refused: ${(err as Error).message}` };
-  }
-  if (e.cause?.name === "PrivateTargetRefused") {
-    return { outcome: "refused_private_target", error: `refused: ${e.cause.message}` };
-  }
-  if (e.cause?.code) return { outcome: "network_error", error: `connection failed: ${e.cause.code}` };
-  return { outcome: "network_error", error: "request failed" };
 }
