@@ -53,6 +53,15 @@ function request(method: string, path: string, headers: Record<string, string> =
 }
 
 describe("a NUL character is refused before any handler, on every route", () => {
+  /** What authorize and its dry run both take. */
+  const sponsorRequest = () => ({
+    projectId,
+    user: GAME,
+    target: GAME,
+    selector: "0xa0712d68",
+    estimatedGas: 100_000,
+    chainId: 14601,
+  });
   /** A body each route accepts, so that only the NUL is wrong. */
   const validBodies = (): Record<string, Record<string, unknown>> => ({
     "POST /orgs": { name: "Nul org", slug: "nul-org" },
@@ -63,23 +72,8 @@ describe("a NUL character is refused before any handler, on every route", () => 
     "POST /projects/{id}/apikeys": { rateLimit: 10, scopes: ["read"] },
     "POST /projects/{id}/allowlist": { targetContract: GAME, functionSelector: "0xa0712d68" },
     "DELETE /projects/{id}/allowlist": { targetContract: GAME, functionSelector: "0xa0712d68" },
-    "POST /sponsor/authorize": {
-      projectId,
-      user: GAME,
-      target: GAME,
-      selector: "0xa0712d68",
-      estimatedGas: 100_000,
-      chainId: 14601,
-      clientNonce: "nonce-1",
-    },
-    "POST /sponsor/check": {
-      projectId,
-      user: GAME,
-      target: GAME,
-      selector: "0xa0712d68",
-      estimatedGas: 100_000,
-      chainId: 14601,
-    },
+    "POST /sponsor/authorize": { ...sponsorRequest(), clientNonce: "nonce-1" },
+    "POST /sponsor/check": sponsorRequest(),
     "PUT /projects/{id}/policies/{ruleId}": { kind: "sender_count_cap", maxOperations: 5, window: "day" },
     "POST /projects/{id}/webhooks": { url: "https://hooks.example.com/nul", eventTypes: ["*"] },
     "PATCH /projects/{id}/webhooks/{webhookId}": { description: "renamed", enabled: true },

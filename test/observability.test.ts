@@ -19,6 +19,7 @@ import {
   startServiceOnChain,
   totalGas,
 } from "./support/chain-service.ts";
+import { parseExposition } from "./support/prometheus.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const GAME = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
@@ -267,29 +268,6 @@ describe("METRICS_TOKEN", () => {
     assert.throws(() => loadConfig({ METRICS_TOKEN: "short" }), /METRICS_TOKEN/);
   });
 });
-
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** The samples of a Prometheus text exposition. */
-function parseExposition(text: string): { samples: Sample[]; types: Map<string, string> } {
-  const samples: Sample[] = [];
-  const types = new Map<string, string>();
-  for (const line of text.split("\n")) {
-    const type = /^# TYPE (\S+) (\S+)$/.exec(line);
-    if (type) types.set(type[1]!, type[2]!);
-    if (line === "" || line.startsWith("#")) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    assert.ok(m, `not a sample line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const [, k, v] of (m[2] ?? "").matchAll(/([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"/g)) labels[k!] = v!;
-    samples.push({ name: m[1]!, labels, value: Number(m[3]) });
-  }
-  return { samples, types };
-}
 
 describe("/metrics after some traffic, on a chain with the watchers running", () => {
   let s: ServiceOnChain;

@@ -14,6 +14,7 @@ import {
 import { webhookFetch } from "../src/webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+import { parseExposition, type Sample } from "./support/prometheus.ts";
 import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
 
 /**
@@ -57,12 +58,6 @@ after(async () => {
   await t.close();
 });
 
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
 interface Scrape {
   text: string;
   samples: Sample[];
@@ -78,18 +73,7 @@ async function scrape(): Promise<Scrape> {
 }
 
 function parse(text: string): Scrape {
-  const samples: Sample[] = [];
-  const types = new Map<string, string>();
-  for (const line of text.split("\n")) {
-    const type = /^# TYPE (\S+) (\S+)$/.exec(line);
-    if (type) types.set(type[1]!, type[2]!);
-    if (line === "" || line.startsWith("#")) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    assert.ok(m, `not a sample line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const [, k, v] of (m[2] ?? "").matchAll(/([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"/g)) labels[k!] = v!;
-    samples.push({ name: m[1]!, labels, value: Number(m[3]) });
-  }
+  const { samples, types } = parseExposition(text);
   const value = (name: string, labels: Record<string, string> = {}) =>
     samples.find(
       (s) =>
