@@ -422,9 +422,8 @@ describe("the pending sample and cluster mode", () => {
         }),
       () => clock,
     );
-    const started = Date.now();
+    // The read is answered only below: had a scrape waited for it, these would never resolve.
     const texts = await Promise.all([metrics.exposition(), metrics.exposition(), metrics.exposition()]);
-    assert.ok(Date.now() - started < 2_000, "the scrapes did not wait for the store");
     assert.equal(reads, 1);
     for (const text of texts) assert.doesNotMatch(text, /^gss_webhook_deliveries_pending /m);
     answer(7);
