@@ -28,6 +28,7 @@ const paymaster = process.env.CHAIN_14601_PAYMASTER_ADDRESS as Address;
 // Fixed fee ceilings: the floor has no fee oracle (a cache lookup in the service).
 const maxFeePerGasWei = 3_000_000_000n;
 const maxPriorityFeePerGasWei = 1_000_000_000n;
+const FLOOR_CODE_HASH: Hex = `0x${"c0".repeat(32)}`;
 
 const app = Fastify({ logger: false });
 app.setValidatorCompiler(validatorCompiler());
@@ -37,9 +38,13 @@ app.post("/sponsor/authorize", { schema: { body: AuthorizeBody } }, async (reque
   const nowSec = Math.floor(Date.now() / 1000);
   const sponsorship: CallAuthorization = {
     sender: body.user.toLowerCase() as Address,
+    // The service binds the sender's code hash, read from its cache; the floor signs a constant.
+    senderCodeHash: FLOOR_CODE_HASH,
+    initCode: "0x",
     target: body.target.toLowerCase() as Address,
     selector: body.selector.toLowerCase() as Hex,
     maxTotalGas: BigInt(body.estimatedGas),
+    maxPreVerificationGas: 66_000n,
     maxFeePerGasWei,
     maxPriorityFeePerGasWei,
     validAfterSec: nowSec - 60,

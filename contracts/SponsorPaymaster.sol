@@ -6,7 +6,7 @@ import {PackedUserOperation} from "@account-abstraction/contracts/interfaces/Pac
 import {SponsorPaymasterCore} from "./SponsorPaymasterCore.sol";
 
 /**
- * @title SponsorPaymaster (authorization version 2) for EntryPoint v0.7
+ * @title SponsorPaymaster (authorization version 3) for EntryPoint v0.7
  * @notice The v0.7 build of SponsorPaymasterCore, which holds the authorization, its layout and
  * its NatSpec. Deploy with EntryPoint v0.7 (`0x0000000071727De22E5E9d8BAf0edAc6f37da032`).
  */

@@ -11,23 +11,25 @@ import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 
 /**
- * @title SponsorPaymasterCore (authorization version 2), shared by every EntryPoint build
+ * @title SponsorPaymasterCore (authorization version 3), shared by every EntryPoint build
  * @notice Pays for a user operation when the sponsorship service signed an authorization for it.
  *
  * The player is treated as an adversary who controls the account's code, every field of the
  * operation and possibly the bundler, so an authorization binds everything that decides what this
- * paymaster pays. There are two kinds, both EIP-712 in the domain
- * `{name: "SponsorPaymaster", version: "2", chainId, verifyingContract: this}`:
+ * paymaster pays and what the sponsored operation does. There are two kinds, both EIP-712 in the
+ * domain `{name: "SponsorPaymaster", version: "3", chainId, verifyingContract: this}`:
  *
  * - Mode 0, call authorization (`CallSponsorship`): given before the operation exists. It binds the
- *   sender, the contract and function the account calls through SimpleAccount's
- *   `execute(address,uint256,bytes)`, a ceiling on the operation's total gas, ceilings on
- *   `maxFeePerGas` and `maxPriorityFeePerGas`, this paymaster's own two gas limits, a window and a
- *   single-use id. Sender, target and selector are read from the operation, not carried.
- *   (v0.8's SimpleAccount and Simple7702Account inherit the same `execute` from BaseAccount.)
+ *   sender, the code the sender runs (below), its initCode (keccak256 of it as given; of the empty
+ *   string when the operation deploys nothing), the contract and function the account calls through
+ *   `execute(address,uint256,bytes)`, a ceiling on the operation's total gas and one on its
+ *   preVerificationGas, ceilings on `maxFeePerGas` and `maxPriorityFeePerGas`, this paymaster's
+ *   own two gas limits, a window and a single-use id. Sender, initCode, target and selector are
+ *   read from the operation, not carried.
  *
- *   CallSponsorship(address sender,address target,bytes4 selector,uint256 maxTotalGas,
- *     uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,
+ *   CallSponsorship(address sender,bytes32 senderCodeHash,bytes32 initCodeHash,address target,
+ *     bytes4 selector,uint256 maxTotalGas,uint256 maxPreVerificationGas,uint256 maxFeePerGas,
+ *     uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,
  *     uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)
  *
  * - Mode 1, whole-operation authorization (`OperationSponsorship`): given for an operation the
@@ -36,10 +38,21 @@ import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
  *   `initCodeHash` is the initCode's hash as the EntryPoint's own userOpHash takes it: each build
  *   says which (`_operationInitCodeHash`; on v0.8 an EIP-7702 operation binds its delegate).
  *
- *   OperationSponsorship(address sender,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,
- *     bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,
+ *   OperationSponsorship(address sender,bytes32 senderCodeHash,uint256 nonce,bytes32 initCodeHash,
+ *     bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,
  *     uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,
  *     uint48 validAfter,bytes32 authId)
+ *
+ * The sender's code. An account does what its code says, not what its callData's selector
+ * suggests, so the service decodes calls only for code it knows and signs the hash of that code:
+ * `senderCodeHash` is EXTCODEHASH(sender) as the service verified it, and validation refuses the
+ * operation unless the sender's code hash is the same when it runs (a signature failure, AA34).
+ * For an EIP-7702 account EXTCODEHASH is the hash of its delegation designator
+ * (0xef0100 ‖ delegate), so a re-delegation after signing fails here. Zero means "not bound": the
+ * service signs it for a counterfactual sender (its initCode, from a factory the service knows,
+ * is bound instead) and for projects that opted in to accounts the service does not know. The
+ * hash of a proxy covers the proxy only: an implementation swapped behind it after signing is not
+ * seen here (the service's README says what bounds that).
  *
  * `paymasterAndData` (byte offsets; integers big-endian):
  *
@@ -50,14 +63,16 @@ import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
  *   [53:59)   validUntil uint48
  *   [59:65)   validAfter uint48
  *   [65:97)   authId bytes32
+ *   [97:129)  senderCodeHash bytes32 (0: not bound)
  *   mode 0 only:
- *   [97:113)  maxTotalGas uint128
- *   [113:129) maxFeePerGas ceiling uint128
- *   [129:145) maxPriorityFeePerGas ceiling uint128
+ *   [129:145) maxTotalGas uint128
+ *   [145:161) maxPreVerificationGas uint128
+ *   [161:177) maxFeePerGas ceiling uint128
+ *   [177:193) maxPriorityFeePerGas ceiling uint128
  *   last 65   signature (r, s, v) by `signer()` (or, during a rotation, `previousSigner()`) over
  *             the EIP-712 digest
  *
- * Mode 0 is 210 bytes long and mode 1 is 162; any other length or mode reverts.
+ * Mode 0 is 258 bytes long and mode 1 is 194; any other length or mode reverts.
  *
  * Outcomes: malformed input reverts with a custom error (the EntryPoint reports AA33). An
  * operation outside its ceilings or not signed by the signer is reported as a failed signature
@@ -91,9 +106,12 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
     /// The fields of a call authorization, in the order of its EIP-712 type.
     struct CallSponsorship {
         address sender;
+        bytes32 senderCodeHash;
+        bytes32 initCodeHash;
         address target;
         bytes4 selector;
         uint256 maxTotalGas;
+        uint256 maxPreVerificationGas;
         uint256 maxFeePerGas;
         uint256 maxPriorityFeePerGas;
         uint256 paymasterVerificationGasLimit;
@@ -109,13 +127,14 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
         uint48 validUntil;
         uint48 validAfter;
         bytes32 authId;
+        bytes32 senderCodeHash;
     }
 
     bytes32 public constant CALL_SPONSORSHIP_TYPEHASH = keccak256(
-        "CallSponsorship(address sender,address target,bytes4 selector,uint256 maxTotalGas,uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)"
+        "CallSponsorship(address sender,bytes32 senderCodeHash,bytes32 initCodeHash,address target,bytes4 selector,uint256 maxTotalGas,uint256 maxPreVerificationGas,uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)"
     );
     bytes32 public constant OPERATION_SPONSORSHIP_TYPEHASH = keccak256(
-        "OperationSponsorship(address sender,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)"
+        "OperationSponsorship(address sender,bytes32 senderCodeHash,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)"
     );
 
     uint8 public constant MODE_CALL = 0;
@@ -128,14 +147,16 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
     uint256 private constant VALID_UNTIL_OFFSET = MODE_OFFSET + 1; // 53
     uint256 private constant VALID_AFTER_OFFSET = VALID_UNTIL_OFFSET + 6; // 59
     uint256 private constant AUTH_ID_OFFSET = VALID_AFTER_OFFSET + 6; // 65
-    uint256 private constant TERMS_END = AUTH_ID_OFFSET + 32; // 97
-    uint256 private constant MAX_TOTAL_GAS_OFFSET = TERMS_END; // 97
-    uint256 private constant MAX_FEE_OFFSET = MAX_TOTAL_GAS_OFFSET + 16; // 113
-    uint256 private constant MAX_PRIORITY_FEE_OFFSET = MAX_FEE_OFFSET + 16; // 129
-    uint256 private constant CEILINGS_END = MAX_PRIORITY_FEE_OFFSET + 16; // 145
+    uint256 private constant CODE_HASH_OFFSET = AUTH_ID_OFFSET + 32; // 97
+    uint256 private constant TERMS_END = CODE_HASH_OFFSET + 32; // 129
+    uint256 private constant MAX_TOTAL_GAS_OFFSET = TERMS_END; // 129
+    uint256 private constant MAX_PVG_OFFSET = MAX_TOTAL_GAS_OFFSET + 16; // 145
+    uint256 private constant MAX_FEE_OFFSET = MAX_PVG_OFFSET + 16; // 161
+    uint256 private constant MAX_PRIORITY_FEE_OFFSET = MAX_FEE_OFFSET + 16; // 177
+    uint256 private constant CEILINGS_END = MAX_PRIORITY_FEE_OFFSET + 16; // 193
     uint256 private constant SIGNATURE_LENGTH = 65;
-    uint256 private constant CALL_DATA_LENGTH = CEILINGS_END + SIGNATURE_LENGTH; // 210
-    uint256 private constant OPERATION_DATA_LENGTH = TERMS_END + SIGNATURE_LENGTH; // 162
+    uint256 private constant CALL_DATA_LENGTH = CEILINGS_END + SIGNATURE_LENGTH; // 258
+    uint256 private constant OPERATION_DATA_LENGTH = TERMS_END + SIGNATURE_LENGTH; // 194
 
     /// The longest a replaced key may stay accepted: the service's validity windows last an hour
     /// at most, so a day is ample, and a deadline in milliseconds or years is refused as a mistake.
@@ -171,7 +192,7 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
     error MalformedCallData();
     error MissingSelector();
 
-    constructor(IEntryPoint entryPoint_, address signer_) BasePaymaster(entryPoint_) EIP712("SponsorPaymaster", "2") {
+    constructor(IEntryPoint entryPoint_, address signer_) BasePaymaster(entryPoint_) EIP712("SponsorPaymaster", "3") {
         _setSigner(signer_);
     }
 
@@ -234,15 +255,24 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
      * The paymaster's gas limits are read from `userOp.paymasterAndData[20:52]`; its signature and
      * the rest of `paymasterAndData` are not part of the digest.
      */
-    function getOperationHash(PackedUserOperation calldata userOp, uint48 validUntil, uint48 validAfter, bytes32 authId)
-        external
-        view
-        returns (bytes32)
-    {
+    function getOperationHash(
+        PackedUserOperation calldata userOp,
+        bytes32 senderCodeHash,
+        uint48 validUntil,
+        uint48 validAfter,
+        bytes32 authId
+    ) external view returns (bytes32) {
         if (userOp.paymasterAndData.length < PAYMASTER_DATA_OFFSET) {
             revert MalformedPaymasterData(userOp.paymasterAndData.length);
         }
-        return _hashTypedDataV4(_operationStructHash(userOp, validUntil, validAfter, authId));
+        Terms memory terms = Terms({
+            mode: MODE_OPERATION,
+            validUntil: validUntil,
+            validAfter: validAfter,
+            authId: authId,
+            senderCodeHash: senderCodeHash
+        });
+        return _hashTypedDataV4(_operationStructHash(userOp, terms));
     }
 
     /**
@@ -273,13 +303,18 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
             withinCeilings = _withinCeilings(userOp, sponsorship);
             digest = _hashTypedDataV4(_callStructHash(sponsorship));
         } else {
-            digest = _hashTypedDataV4(_operationStructHash(userOp, terms.validUntil, terms.validAfter, terms.authId));
+            digest = _hashTypedDataV4(_operationStructHash(userOp, terms));
         }
+
+        // The code the service verified is the code that runs. EXTCODEHASH of the sender is
+        // allowed to a paymaster under ERC-7562 (the sender exists by now: an initCode has just
+        // deployed it, a 7702 authorization has just delegated it).
+        bool sameCode = terms.senderCodeHash == bytes32(0) || userOp.sender.codehash == terms.senderCodeHash;
 
         bytes calldata signature = paymasterAndData[paymasterAndData.length - SIGNATURE_LENGTH:];
         (address recovered, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, signature);
         (bool signed, uint48 validUntil) = _signedBy(recovered, terms.validUntil);
-        bool sigFailed = !withinCeilings || err != ECDSA.RecoverError.NoError || !signed;
+        bool sigFailed = !withinCeilings || !sameCode || err != ECDSA.RecoverError.NoError || !signed;
 
         // An empty context tells the EntryPoint not to call postOp: nothing is left to do after execution.
         context = "";
@@ -314,7 +349,8 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
         }
         terms.validUntil = uint48(bytes6(paymasterAndData[VALID_UNTIL_OFFSET:VALID_AFTER_OFFSET]));
         terms.validAfter = uint48(bytes6(paymasterAndData[VALID_AFTER_OFFSET:AUTH_ID_OFFSET]));
-        terms.authId = bytes32(paymasterAndData[AUTH_ID_OFFSET:TERMS_END]);
+        terms.authId = bytes32(paymasterAndData[AUTH_ID_OFFSET:CODE_HASH_OFFSET]);
+        terms.senderCodeHash = bytes32(paymasterAndData[CODE_HASH_OFFSET:TERMS_END]);
         // The EntryPoint reads validUntil == 0 as "forever"; an authorization always ends.
         if (terms.validUntil <= terms.validAfter) revert InvalidWindow(terms.validAfter, terms.validUntil);
     }
@@ -328,7 +364,10 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
         bytes calldata paymasterAndData = userOp.paymasterAndData;
         (s.target, s.selector) = _executeTarget(userOp.callData);
         s.sender = userOp.sender;
-        s.maxTotalGas = uint128(bytes16(paymasterAndData[MAX_TOTAL_GAS_OFFSET:MAX_FEE_OFFSET]));
+        s.senderCodeHash = terms.senderCodeHash;
+        s.initCodeHash = keccak256(userOp.initCode);
+        s.maxTotalGas = uint128(bytes16(paymasterAndData[MAX_TOTAL_GAS_OFFSET:MAX_PVG_OFFSET]));
+        s.maxPreVerificationGas = uint128(bytes16(paymasterAndData[MAX_PVG_OFFSET:MAX_FEE_OFFSET]));
         s.maxFeePerGas = uint128(bytes16(paymasterAndData[MAX_FEE_OFFSET:MAX_PRIORITY_FEE_OFFSET]));
         s.maxPriorityFeePerGas = uint128(bytes16(paymasterAndData[MAX_PRIORITY_FEE_OFFSET:CEILINGS_END]));
         (s.paymasterVerificationGasLimit, s.paymasterPostOpGasLimit) = _paymasterGasLimits(paymasterAndData);
@@ -339,8 +378,11 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
 
     /**
      * The EntryPoint's prefund is every gas limit times maxFeePerGas, so bounding the sum of the
-     * limits and the fee bounds what this paymaster can be charged. The EntryPoint has already
-     * refused any of these values above 2^120, so the sum cannot overflow.
+     * limits and the fee bounds what this paymaster can be charged. preVerificationGas has a
+     * ceiling of its own because it is charged in full whatever the operation uses: without one,
+     * a player who is their own bundler moves the unused part of a generous gas ceiling there and
+     * keeps it. The EntryPoint has already refused any of these values above 2^120, so the sum
+     * cannot overflow.
      */
     function _withinCeilings(PackedUserOperation calldata userOp, CallSponsorship memory s)
         private
@@ -351,16 +393,18 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
         (uint256 maxPriorityFeePerGas, uint256 maxFeePerGas) = UserOperationLib.unpackUints(userOp.gasFees);
         uint256 totalGas = verificationGasLimit + callGasLimit + userOp.preVerificationGas
             + s.paymasterVerificationGasLimit + s.paymasterPostOpGasLimit;
-        return totalGas <= s.maxTotalGas && maxFeePerGas <= s.maxFeePerGas
+        return totalGas <= s.maxTotalGas && userOp.preVerificationGas <= s.maxPreVerificationGas
+            && maxFeePerGas <= s.maxFeePerGas
             && maxPriorityFeePerGas <= s.maxPriorityFeePerGas;
     }
 
     function _callStructHash(CallSponsorship memory s) private pure returns (bytes32) {
-        // Two halves keep the expression within the legacy code generator's stack; the
-        // concatenation of two static encodings is the encoding of all twelve words.
+        // Three parts keep the expression within the legacy code generator's stack; the
+        // concatenation of static encodings is the encoding of all fifteen words.
         return keccak256(
             bytes.concat(
-                abi.encode(CALL_SPONSORSHIP_TYPEHASH, s.sender, s.target, s.selector, s.maxTotalGas, s.maxFeePerGas),
+                abi.encode(CALL_SPONSORSHIP_TYPEHASH, s.sender, s.senderCodeHash, s.initCodeHash, s.target),
+                abi.encode(s.selector, s.maxTotalGas, s.maxPreVerificationGas, s.maxFeePerGas),
                 abi.encode(
                     s.maxPriorityFeePerGas,
                     s.paymasterVerificationGasLimit,
@@ -373,25 +417,27 @@ abstract contract SponsorPaymasterCore is BasePaymaster, EIP712 {
         );
     }
 
-    function _operationStructHash(
-        PackedUserOperation calldata userOp,
-        uint48 validUntil,
-        uint48 validAfter,
-        bytes32 authId
-    ) private view returns (bytes32) {
+    function _operationStructHash(PackedUserOperation calldata userOp, Terms memory terms)
+        private
+        view
+        returns (bytes32)
+    {
         (uint256 verificationGasLimit, uint256 postOpGasLimit) = _paymasterGasLimits(userOp.paymasterAndData);
         return keccak256(
             bytes.concat(
                 abi.encode(
                     OPERATION_SPONSORSHIP_TYPEHASH,
                     userOp.sender,
+                    terms.senderCodeHash,
                     userOp.nonce,
                     _operationInitCodeHash(userOp),
                     keccak256(userOp.callData),
                     userOp.accountGasLimits,
                     userOp.preVerificationGas
                 ),
-                abi.encode(userOp.gasFees, verificationGasLimit, postOpGasLimit, validUntil, validAfter, authId)
+                abi.encode(
+                    userOp.gasFees, verificationGasLimit, postOpGasLimit, terms.validUntil, terms.validAfter, terms.authId
+                )
             )
         );
     }

@@ -10,9 +10,9 @@ import {PackedUserOperation} from "@account-abstraction/contracts-v08/interfaces
 import {SponsorPaymasterCore} from "./SponsorPaymasterCore.sol";
 
 /**
- * @title SponsorPaymasterV08 (authorization version 2) for EntryPoint v0.8
+ * @title SponsorPaymasterV08 (authorization version 3) for EntryPoint v0.8
  * @notice The v0.8 build of SponsorPaymasterCore: the same two authorization modes, EIP-712 domain
- * (`SponsorPaymaster`, version `2`), `paymasterAndData` layout, `SponsorshipUsed` event and
+ * (`SponsorPaymaster`, version `3`), `paymasterAndData` layout, `SponsorshipUsed` event and
  * refusals, on v0.8's BasePaymaster. Deploy with EntryPoint v0.8
  * (`0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108`); its constructor checks the EntryPoint's ERC-165
  * interface id, so it cannot be deployed against v0.7 by mistake.
@@ -34,9 +34,9 @@ import {SponsorPaymasterCore} from "./SponsorPaymasterCore.sol";
  *   the marker differently still agree.
  *
  * Any other initCode, and an empty one, is bound as keccak256(initCode), exactly as in the v0.7
- * build. A call authorization (mode 0) binds no initCode, as on v0.7: it binds the sender, the
- * `execute` target and selector and the ceilings; the account's code (a delegate, a proxy's
- * implementation) is trusted to perform `execute` as its ABI says.
+ * build. A call authorization (mode 0) binds keccak256(initCode) as given, marker included; the
+ * delegate is bound in both modes by `senderCodeHash`, the hash of the sender's delegation
+ * designator (0xef0100 ‖ delegate), checked against EXTCODEHASH when the operation runs.
  */
 contract SponsorPaymasterV08 is SponsorPaymasterCore {
     constructor(IEntryPoint entryPoint_, address signer_) SponsorPaymasterCore(entryPoint_, signer_) {}

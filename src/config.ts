@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { availableParallelism } from "node:os";
 import { type Address, type Hex, isAddress, isHex } from "viem";
+import { DEFAULT_PRE_VERIFICATION_BOUNDS, type PreVerificationBounds } from "./sponsor/pre-verification.ts";
 
 /**
  * The one reader of the environment. Everything is validated here, once, at boot; the rest of the
@@ -99,6 +100,13 @@ export interface Config {
    * authorization valid from "now" could be refused as not yet due.
    */
   clockSkewSec: number;
+  /**
+   * The allowances behind the preVerificationGas ceiling (sponsor/pre-verification.ts): the
+   * largest inner call data of a call authorization and the largest account signature, in bytes.
+   */
+  preVerification: PreVerificationBounds;
+  /** How long a sender's resolved code is trusted before it is read again (accounts/code). */
+  senderCodeTtlMs: number;
   /** Developers (by verified email) who may read service-wide reports such as chain parity. */
   operatorEmails: readonly string[];
   // Bounds on what one developer or one client address can make the service do.
@@ -222,6 +230,19 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: read("LOG_LEVEL", (v) => oneOf(v, LOG_LEVELS), "info"),
     keyCacheTtlMs: read("KEY_CACHE_TTL_MS", (v) => intIn(v, 0, 5000), 2000),
     clockSkewSec: read("CLOCK_SKEW_SEC", (v) => intIn(v, 0, 3600), 60),
+    preVerification: {
+      callDataBytes: read(
+        "MAX_CALL_DATA_BYTES",
+        (v) => intIn(v, 4, 128 * 1024),
+        DEFAULT_PRE_VERIFICATION_BOUNDS.callDataBytes,
+      ),
+      signatureBytes: read(
+        "MAX_SIGNATURE_BYTES",
+        (v) => intIn(v, 65, 16 * 1024),
+        DEFAULT_PRE_VERIFICATION_BOUNDS.signatureBytes,
+      ),
+    },
+    senderCodeTtlMs: read("SENDER_CODE_TTL_MS", (v) => intIn(v, 0, 3_600_000), 60_000),
     operatorEmails: read("OPERATOR_EMAILS", emailList, []),
     maxOrgsPerDeveloper: read("MAX_ORGS_PER_DEVELOPER", (v) => intIn(v, 1, 100_000), 20),
     maxProjectsPerOrg: read("MAX_PROJECTS_PER_ORG", (v) => intIn(v, 1, 100_000), 100),

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { SenderCodeResolver } from "./accounts/code/resolve.ts";
 import type { ApiKeyResolver } from "./api-keys/resolver.ts";
 import type { FeeOracle } from "./chains/fee-oracle.ts";
 import type { Config } from "./config.ts";
@@ -31,6 +32,8 @@ export interface Services {
   reservations: ReservationBatcher;
   /** Each chain's current base fee and priority fee, read synchronously from a cache. */
   feeOracle: FeeOracle;
+  /** What code each sender runs, matched against the registry of known accounts (cached). */
+  senderCode: SenderCodeResolver;
   readiness: ReadinessProbe[];
   /** Prometheus metrics of this instance (GET /metrics). */
   metrics: Metrics;

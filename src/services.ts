@@ -2,8 +2,10 @@ import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import type { Hex } from "viem";
 import { generatePrivateKey } from "viem/accounts";
+import { chainSenderCodeResolver, type SenderCodeResolver } from "./accounts/code/resolve.ts";
 import { apiKeyResolver } from "./api-keys/resolver.ts";
 import { chainFeeOracle } from "./chains/fee-oracle.ts";
+import { type ChainClient, createChainClient } from "./chains/rpc.ts";
 import { type ChainWatchers, createChainWatchers } from "./chains/watchers.ts";
 import type { Config } from "./config.ts";
 import type { Services } from "./context.ts";
@@ -82,6 +84,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const feeOracle = overrides.feeOracle ?? chainFeeOracle(config, { now });
   readiness.push(...feeOracle.probes);
   const egress = webhookFetch(config.webhookPrivateTargets);
+  const senderCode = overrides.senderCode ?? senderCodeResolverFor(config, now);
   const services: Services = {
     version: VERSION,
     config,
@@ -95,6 +98,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     signer,
     reservations: reservationBatcher(db, (size) => metrics.reservationBatch(size)),
     feeOracle,
+    senderCode,
     readiness,
     metrics,
     approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics }),
@@ -177,4 +181,23 @@ function redisProbe(limiter: RateLimiter): ReadinessProbe {
           };
     },
   };
+}
+
+/** One resolver for every active chain, each read through its own RPC client, made on first use. */
+function senderCodeResolverFor(config: Config, now: () => number): SenderCodeResolver {
+  const clients = new Map<number, ChainClient>();
+  return chainSenderCodeResolver({
+    client(chainId) {
+      const chain = config.chains.find((c) => c.chainId === chainId && c.active);
+      if (!chain) return null;
+      let client = clients.get(chainId);
+      if (!client) {
+        client = createChainClient(chain.rpcUrl);
+        clients.set(chainId, client);
+      }
+      return client;
+    },
+    now,
+    ttlMs: config.senderCodeTtlMs,
+  });
 }

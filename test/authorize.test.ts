@@ -103,9 +103,12 @@ describe("POST /sponsor/authorize: the grant", () => {
     assert.equal(`0x${(body.paymasterAndData as string).slice(2 + 52 * 2)}`, body.paymasterData);
     const digest = callSponsorshipDigest({ chainId: 14601, paymaster: TEST_PAYMASTER }, pmd.gas, {
       sender: USER.toLowerCase() as Address,
+      senderCodeHash: body.senderCodeHash,
+      initCode: "0x",
       target: GAME.toLowerCase() as Address,
       selector: MINT,
       maxTotalGas: BigInt(GAS),
+      maxPreVerificationGas: BigInt(body.maxPreVerificationGas),
       maxFeePerGasWei: FEE_CAP_WEI,
       maxPriorityFeePerGasWei: PRIORITY_CAP_WEI,
       validUntilSec: body.validUntil,
@@ -182,8 +185,11 @@ describe("POST /sponsor/authorize: the grant", () => {
     const fixed = {
       sender: "0x1111111111111111111111111111111111111111" as Address,
       target: "0x2222222222222222222222222222222222222222" as Address,
+      senderCodeHash: `0x${"cd".repeat(32)}` as Hex,
+      initCode: "0x" as Hex,
       selector: "0xa0712d68" as Hex,
       maxTotalGas: 250_000n,
+      maxPreVerificationGas: 66_000n,
       maxFeePerGasWei: 17_000_000_000n,
       maxPriorityFeePerGasWei: 2_000_000_000n,
       validUntilSec: 1_800_000_300,
@@ -198,7 +204,7 @@ describe("POST /sponsor/authorize: the grant", () => {
 });
 
 // Computed once from the inputs above; any change to the typed data changes it.
-const KNOWN_DIGEST = "0x88d20dd5d286a701e2a9808503d8f4988440e524dea848f69b76a841d60d2a9f";
+const KNOWN_DIGEST = "0x426070c1de19e33377d15ffd5c46f5480b2d2b998c3a9828f242307fb41a6288";
 
 describe("POST /sponsor/authorize: refusals, in DESIGN.md's order", () => {
   it("401 for a missing, malformed, unknown, revoked or other project's key", async () => {

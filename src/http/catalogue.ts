@@ -145,6 +145,12 @@ export const ERRORS = {
     when: "A call's target contract and selector are not on the project's allowlist.",
     rpc: refused,
   },
+  account_not_supported: {
+    status: 403,
+    title: "Account not supported",
+    when: "The sender's code (through its proxy, clone, EIP-7702 delegation or factory) is not a known account implementation, has a module or hook the service does not know, or lacks the entry point the call needs; `detail` says which. A project may opt in to unknown accounts (`unknown_accounts: caps_only`).",
+    rpc: refused,
+  },
   approval_denied: {
     status: 403,
     title: "Approval denied",
@@ -315,6 +321,12 @@ export const ERRORS = {
     status: 503,
     title: "Approval unavailable",
     when: "The project's approval webhook failed (an error, a timeout, an unusable answer) and the project fails closed. Nothing was reserved.",
+    rpc: RPC_CODES.unavailable,
+  },
+  chain_unavailable: {
+    status: 503,
+    title: "Chain unavailable",
+    when: "The chain's RPC did not answer while the service read the sender's code; retry shortly.",
     rpc: RPC_CODES.unavailable,
   },
   fee_oracle_stale: {

@@ -1,13 +1,13 @@
 import { parseAbi } from "viem";
 
 /**
- * The subset of SponsorPaymaster's (authorization version 2) ABI the TypeScript side uses, typed
+ * The subset of SponsorPaymaster's (authorization version 3) ABI the TypeScript side uses, typed
  * for viem. Both builds (SponsorPaymaster for EntryPoint v0.7, SponsorPaymasterV08 for v0.8) have
  * every item; v0.8's adds only Ownable2Step's two-step ownership transfer. test/chain/artifacts.test.ts
  * (v0.7) and test/chain/v08-paymaster.test.ts (v0.8) check every item against the compiled ABI.
  */
 export const sponsorPaymasterAbi = parseAbi([
-  "struct CallSponsorship { address sender; address target; bytes4 selector; uint256 maxTotalGas; uint256 maxFeePerGas; uint256 maxPriorityFeePerGas; uint256 paymasterVerificationGasLimit; uint256 paymasterPostOpGasLimit; uint48 validUntil; uint48 validAfter; bytes32 authId; }",
+  "struct CallSponsorship { address sender; bytes32 senderCodeHash; bytes32 initCodeHash; address target; bytes4 selector; uint256 maxTotalGas; uint256 maxPreVerificationGas; uint256 maxFeePerGas; uint256 maxPriorityFeePerGas; uint256 paymasterVerificationGasLimit; uint256 paymasterPostOpGasLimit; uint48 validUntil; uint48 validAfter; bytes32 authId; }",
   "struct PackedUserOperation { address sender; uint256 nonce; bytes initCode; bytes callData; bytes32 accountGasLimits; uint256 preVerificationGas; bytes32 gasFees; bytes paymasterAndData; bytes signature; }",
   "function signer() view returns (address)",
   "function setSigner(address newSigner)",
@@ -19,7 +19,7 @@ export const sponsorPaymasterAbi = parseAbi([
   "function owner() view returns (address)",
   "function entryPoint() view returns (address)",
   "function getCallHash(CallSponsorship sponsorship) view returns (bytes32)",
-  "function getOperationHash(PackedUserOperation userOp, uint48 validUntil, uint48 validAfter, bytes32 authId) view returns (bytes32)",
+  "function getOperationHash(PackedUserOperation userOp, bytes32 senderCodeHash, uint48 validUntil, uint48 validAfter, bytes32 authId) view returns (bytes32)",
   "function userOpHashOf(bytes32 authId) view returns (bytes32)",
   "function usedAuthIds(bytes32 authId) view returns (bool)",
   "function CALL_SPONSORSHIP_TYPEHASH() view returns (bytes32)",

@@ -19,13 +19,24 @@ const uint128 = fc.bigInt(0n, 2n ** 128n - 1n);
 const uint48 = fc.integer({ min: 0, max: 2 ** 48 - 1 });
 const domain = fc.record({ chainId: fc.integer({ min: 1, max: 2 ** 31 }), paymaster: address });
 const gas = fc.record({ verificationGasLimit: uint128, postOpGasLimit: uint128 });
-const terms = fc.record({ validUntilSec: uint48, validAfterSec: uint48, authId: bytes(32) });
+const terms = fc.record({
+  validUntilSec: uint48,
+  validAfterSec: uint48,
+  authId: bytes(32),
+  senderCodeHash: bytes(32),
+});
 
 const callAuthorization: fc.Arbitrary<CallAuthorization> = fc.record({
   sender: address,
+  senderCodeHash: bytes(32),
+  initCode: fc.oneof(
+    fc.constant("0x" as Hex),
+    fc.uint8Array({ maxLength: 300 }).map((b) => bytesToHex(b)),
+  ),
   target: address,
   selector: bytes(4),
   maxTotalGas: uint128,
+  maxPreVerificationGas: uint128,
   maxFeePerGasWei: uint128,
   maxPriorityFeePerGasWei: uint128,
   validUntilSec: uint48,
@@ -87,6 +98,21 @@ describe("callSponsorshipDigest", () => {
           ["paymaster", callSponsorshipDigest({ ...d, paymaster: flipHex(d.paymaster) }, g, auth)],
           ["chainId", callSponsorshipDigest({ ...d, chainId: d.chainId + 1 }, g, auth)],
           ["maxTotalGas", callSponsorshipDigest(d, g, { ...auth, maxTotalGas: auth.maxTotalGas ^ 1n })],
+          [
+            "maxPreVerificationGas",
+            callSponsorshipDigest(d, g, { ...auth, maxPreVerificationGas: auth.maxPreVerificationGas ^ 1n }),
+          ],
+          [
+            "senderCodeHash",
+            callSponsorshipDigest(d, g, { ...auth, senderCodeHash: flipHex(auth.senderCodeHash) }),
+          ],
+          [
+            "initCode",
+            callSponsorshipDigest(d, g, {
+              ...auth,
+              initCode: auth.initCode === "0x" ? "0x00" : flipHex(auth.initCode),
+            }),
+          ],
           ["maxFee", callSponsorshipDigest(d, g, { ...auth, maxFeePerGasWei: auth.maxFeePerGasWei ^ 1n })],
           [
             "maxPriorityFee",
@@ -114,8 +140,11 @@ describe("callSponsorshipDigest", () => {
     const auth: CallAuthorization = {
       sender: `0x${"22".repeat(20)}`,
       target: `0x${"33".repeat(20)}`,
+      senderCodeHash: `0x${"55".repeat(32)}`,
+      initCode: "0x",
       selector: "0xa0712d68",
       maxTotalGas: 1n,
+      maxPreVerificationGas: 1n,
       maxFeePerGasWei: 1n,
       maxPriorityFeePerGasWei: 1n,
       validUntilSec: 2,
@@ -127,6 +156,7 @@ describe("callSponsorshipDigest", () => {
     assert.throws(() => callSponsorshipDigest(d, g, { ...auth, sender: "0x22" }));
     assert.throws(() => callSponsorshipDigest(d, g, { ...auth, validUntilSec: 2 ** 48 }));
     assert.throws(() => callSponsorshipDigest(d, g, { ...auth, authId: "0x44" }));
+    assert.throws(() => callSponsorshipDigest(d, g, { ...auth, senderCodeHash: "0x55" }));
   });
 });
 
@@ -194,7 +224,12 @@ describe("EIP-7702 operations (EntryPoint v0.8)", () => {
       preVerificationGas: 0n,
       gasFees: `0x${"00".repeat(32)}`,
     };
-    const t = { validUntilSec: 2, validAfterSec: 1, authId: `0x${"44".repeat(32)}` as Hex };
+    const t = {
+      validUntilSec: 2,
+      validAfterSec: 1,
+      authId: `0x${"44".repeat(32)}` as Hex,
+      senderCodeHash: `0x${"55".repeat(32)}` as Hex,
+    };
     const g = { verificationGasLimit: 1n, postOpGasLimit: 0n };
     assert.throws(() => operationSponsorshipDigest(d, g, op, t), /eip7702Delegate/);
     assert.throws(

@@ -1,5 +1,5 @@
 /**
- * The EIP-712 digests SponsorPaymaster (authorization version 2) verifies, computed the way the
+ * The EIP-712 digests SponsorPaymaster (authorization version 3) verifies, computed the way the
  * contract does: one for a call authorization (mode 0) and one for a whole-operation
  * authorization (mode 1). The typed-data descriptions below are the reference; the digest
  * functions encode the same structs by hand because they sit on the authorize hot path
@@ -22,7 +22,7 @@ const jsSha3 = createRequire(import.meta.url)("js-sha3") as {
 const keccak256 = (message: Uint8Array | string) => new Uint8Array(jsSha3.keccak256.arrayBuffer(message));
 
 export const PAYMASTER_EIP712_NAME = "SponsorPaymaster";
-export const PAYMASTER_EIP712_VERSION = "2";
+export const PAYMASTER_EIP712_VERSION = "3";
 
 export interface PaymasterDomain {
   chainId: number;
@@ -34,12 +34,20 @@ export interface AuthorizationTerms {
   validUntilSec: number;
   validAfterSec: number;
   authId: Hex;
+  /**
+   * EXTCODEHASH the sender must have when the operation validates (accounts/code: the code the
+   * service verified), or 32 zero bytes for none (a counterfactual sender, whose initCode is
+   * bound instead; a project that sponsors unknown accounts on caps alone).
+   */
+  senderCodeHash: Hex;
 }
 
 /** Ceilings a call authorization puts on the operation; all three travel in paymasterAndData. */
 export interface CallCeilings {
   /** Bound on verificationGasLimit + callGasLimit + preVerificationGas + both paymaster limits. */
   maxTotalGas: bigint;
+  /** Bound on preVerificationGas alone, which the EntryPoint charges in full (sponsor/pre-verification.ts). */
+  maxPreVerificationGas: bigint;
   maxFeePerGasWei: bigint;
   maxPriorityFeePerGasWei: bigint;
 }
@@ -47,6 +55,8 @@ export interface CallCeilings {
 /** Mode 0: given before the operation exists; binds the call SimpleAccount.execute will make. */
 export interface CallAuthorization extends AuthorizationTerms, CallCeilings {
   sender: Address;
+  /** factory ‖ factoryData of a counterfactual sender, "0x" for none; the contract binds its keccak256. */
+  initCode: Hex;
   target: Address;
   /** 4-byte function selector of the inner call. */
   selector: Hex;
@@ -71,9 +81,12 @@ export type SponsoredOperation = Pick<
 export const callSponsorshipTypes = {
   CallSponsorship: [
     { name: "sender", type: "address" },
+    { name: "senderCodeHash", type: "bytes32" },
+    { name: "initCodeHash", type: "bytes32" },
     { name: "target", type: "address" },
     { name: "selector", type: "bytes4" },
     { name: "maxTotalGas", type: "uint256" },
+    { name: "maxPreVerificationGas", type: "uint256" },
     { name: "maxFeePerGas", type: "uint256" },
     { name: "maxPriorityFeePerGas", type: "uint256" },
     { name: "paymasterVerificationGasLimit", type: "uint256" },
@@ -87,6 +100,7 @@ export const callSponsorshipTypes = {
 export const operationSponsorshipTypes = {
   OperationSponsorship: [
     { name: "sender", type: "address" },
+    { name: "senderCodeHash", type: "bytes32" },
     { name: "nonce", type: "uint256" },
     { name: "initCodeHash", type: "bytes32" },
     { name: "callDataHash", type: "bytes32" },
@@ -122,9 +136,12 @@ export function callSponsorshipTypedData(
     primaryType: "CallSponsorship" as const,
     message: {
       sender: auth.sender,
+      senderCodeHash: auth.senderCodeHash,
+      initCodeHash: bytesToHex(initCodeHashOf(auth.initCode)),
       target: auth.target,
       selector: auth.selector,
       maxTotalGas: auth.maxTotalGas,
+      maxPreVerificationGas: auth.maxPreVerificationGas,
       maxFeePerGas: auth.maxFeePerGasWei,
       maxPriorityFeePerGas: auth.maxPriorityFeePerGasWei,
       paymasterVerificationGasLimit: gas.verificationGasLimit,
@@ -149,6 +166,7 @@ export function operationSponsorshipTypedData(
     primaryType: "OperationSponsorship" as const,
     message: {
       sender: userOp.sender,
+      senderCodeHash: terms.senderCodeHash,
       nonce: userOp.nonce,
       initCodeHash: bytesToHex(operationInitCodeHash(userOp)),
       callDataHash: bytesToHex(keccak256(hexToBytes(userOp.callData))),
@@ -165,10 +183,10 @@ export function operationSponsorshipTypedData(
 }
 
 const CALL_SPONSORSHIP_TYPEHASH = keccak256(
-  "CallSponsorship(address sender,address target,bytes4 selector,uint256 maxTotalGas,uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)",
+  "CallSponsorship(address sender,bytes32 senderCodeHash,bytes32 initCodeHash,address target,bytes4 selector,uint256 maxTotalGas,uint256 maxPreVerificationGas,uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)",
 );
 const OPERATION_SPONSORSHIP_TYPEHASH = keccak256(
-  "OperationSponsorship(address sender,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)",
+  "OperationSponsorship(address sender,bytes32 senderCodeHash,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)",
 );
 
 /** keccak256(0x1901 ‖ domainSeparator ‖ structHash) as the contract's `getCallHash` returns it. */
@@ -177,18 +195,21 @@ export function callSponsorshipDigest(
   gas: PaymasterGasLimits,
   auth: CallAuthorization,
 ): Hex {
-  const struct = new Uint8Array(32 * 12);
+  const struct = new Uint8Array(32 * 15);
   struct.set(CALL_SPONSORSHIP_TYPEHASH, 0);
   writeBytes(struct, 32, auth.sender, 20);
-  writeBytes(struct, 64, auth.target, 20);
+  writeBytes(struct, 64, auth.senderCodeHash, 32);
+  struct.set(initCodeHashOf(auth.initCode), 96);
+  writeBytes(struct, 128, auth.target, 20);
   // bytes4 is left-aligned in its word; addresses and integers are right-aligned.
-  writeBytes(struct, 96, auth.selector, 4, "left");
-  writeUint(struct, 128, auth.maxTotalGas);
-  writeUint(struct, 160, auth.maxFeePerGasWei);
-  writeUint(struct, 192, auth.maxPriorityFeePerGasWei);
-  writeUint(struct, 224, gas.verificationGasLimit);
-  writeUint(struct, 256, gas.postOpGasLimit);
-  writeTerms(struct, 288, auth);
+  writeBytes(struct, 160, auth.selector, 4, "left");
+  writeUint(struct, 192, auth.maxTotalGas);
+  writeUint(struct, 224, auth.maxPreVerificationGas);
+  writeUint(struct, 256, auth.maxFeePerGasWei);
+  writeUint(struct, 288, auth.maxPriorityFeePerGasWei);
+  writeUint(struct, 320, gas.verificationGasLimit);
+  writeUint(struct, 352, gas.postOpGasLimit);
+  writeTerms(struct, 384, auth);
   return typedDataDigest(domain, struct);
 }
 
@@ -199,18 +220,19 @@ export function operationSponsorshipDigest(
   userOp: SponsoredOperation,
   terms: AuthorizationTerms,
 ): Hex {
-  const struct = new Uint8Array(32 * 13);
+  const struct = new Uint8Array(32 * 14);
   struct.set(OPERATION_SPONSORSHIP_TYPEHASH, 0);
   writeBytes(struct, 32, userOp.sender, 20);
-  writeUint(struct, 64, userOp.nonce);
-  struct.set(operationInitCodeHash(userOp), 96);
-  struct.set(keccak256(hexToBytes(userOp.callData)), 128);
-  writeBytes(struct, 160, userOp.accountGasLimits, 32);
-  writeUint(struct, 192, userOp.preVerificationGas);
-  writeBytes(struct, 224, userOp.gasFees, 32);
-  writeUint(struct, 256, gas.verificationGasLimit);
-  writeUint(struct, 288, gas.postOpGasLimit);
-  writeTerms(struct, 320, terms);
+  writeBytes(struct, 64, terms.senderCodeHash, 32);
+  writeUint(struct, 96, userOp.nonce);
+  struct.set(operationInitCodeHash(userOp), 128);
+  struct.set(keccak256(hexToBytes(userOp.callData)), 160);
+  writeBytes(struct, 192, userOp.accountGasLimits, 32);
+  writeUint(struct, 224, userOp.preVerificationGas);
+  writeBytes(struct, 256, userOp.gasFees, 32);
+  writeUint(struct, 288, gas.verificationGasLimit);
+  writeUint(struct, 320, gas.postOpGasLimit);
+  writeTerms(struct, 352, terms);
   return typedDataDigest(domain, struct);
 }
 
@@ -247,6 +269,13 @@ export function operationInitCodeHash(
   preimage.set(delegate, 0);
   preimage.set(rest, 20);
   return keccak256(preimage);
+}
+
+const EMPTY_INIT_CODE_HASH = keccak256(new Uint8Array(0));
+
+/** keccak256(initCode) as a call authorization binds it (most are for deployed senders: "0x"). */
+function initCodeHashOf(initCode: Hex): Uint8Array {
+  return initCode === "0x" ? EMPTY_INIT_CODE_HASH : keccak256(hexToBytes(initCode));
 }
 
 /** validUntil, validAfter and authId: the last three words of both structs. */

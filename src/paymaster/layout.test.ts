@@ -30,8 +30,14 @@ const paymasterAndData: fc.Arbitrary<PaymasterAndData> = fc
     gas: fc.record({ verificationGasLimit: uint128, postOpGasLimit: uint128 }).map((g) => ({ ...g })),
     window,
     authId: bytes(32),
+    senderCodeHash: bytes(32),
     signature: bytes(65),
-    ceilings: fc.record({ maxTotalGas: uint128, maxFeePerGasWei: uint128, maxPriorityFeePerGasWei: uint128 }),
+    ceilings: fc.record({
+      maxTotalGas: uint128,
+      maxPreVerificationGas: uint128,
+      maxFeePerGasWei: uint128,
+      maxPriorityFeePerGasWei: uint128,
+    }),
     mode: fc.constantFrom("call" as const, "operation" as const),
   })
   .map(({ window, ceilings, mode, ...rest }) =>
@@ -45,7 +51,9 @@ const example: PaymasterAndData = {
   validUntilSec: 0x6000_0300,
   validAfterSec: 0x6000_0000,
   authId: `0x${"ab".repeat(32)}`,
+  senderCodeHash: `0x${"cd".repeat(32)}`,
   maxTotalGas: 800_000n,
+  maxPreVerificationGas: 90_000n,
   maxFeePerGasWei: 3_000_000_000n,
   maxPriorityFeePerGasWei: 1_000_000_000n,
   signature: `0x${"11".repeat(65)}`,
@@ -73,7 +81,7 @@ describe("encodePaymasterAndData / decodePaymasterAndData", () => {
   it("puts every field at the offset the contract reads it from", () => {
     const hex = encodePaymasterAndData(example);
     const at = (start: number, end: number) => `0x${hex.slice(2 + start * 2, 2 + end * 2)}`;
-    assert.equal(size(hex), 210);
+    assert.equal(size(hex), 258);
     assert.equal(at(0, 20), example.paymaster.toLowerCase());
     assert.equal(BigInt(at(20, 36)), 0x1234n);
     assert.equal(BigInt(at(36, 52)), 0n);
@@ -81,25 +89,34 @@ describe("encodePaymasterAndData / decodePaymasterAndData", () => {
     assert.equal(at(53, 59), "0x000060000300");
     assert.equal(at(59, 65), "0x000060000000");
     assert.equal(at(65, 97), example.authId);
-    assert.equal(BigInt(at(97, 113)), 800_000n);
-    assert.equal(BigInt(at(113, 129)), 3_000_000_000n);
-    assert.equal(BigInt(at(129, 145)), 1_000_000_000n);
-    assert.equal(at(145, 210), example.signature);
+    assert.equal(at(97, 129), example.senderCodeHash);
+    assert.equal(BigInt(at(129, 145)), 800_000n);
+    assert.equal(BigInt(at(145, 161)), 90_000n);
+    assert.equal(BigInt(at(161, 177)), 3_000_000_000n);
+    assert.equal(BigInt(at(177, 193)), 1_000_000_000n);
+    assert.equal(at(193, 258), example.signature);
 
-    const { maxTotalGas, maxFeePerGasWei, maxPriorityFeePerGasWei, ...terms } = example;
+    const { maxTotalGas, maxPreVerificationGas, maxFeePerGasWei, maxPriorityFeePerGasWei, ...terms } =
+      example;
     const op = encodePaymasterAndData({ ...terms, mode: "operation" });
-    assert.equal(size(op), 162);
-    assert.equal(op.slice(0, 2 + 97 * 2), withByte(hex, 52, 1).slice(0, 2 + 97 * 2));
-    assert.equal(`0x${op.slice(2 + 97 * 2)}`, example.signature);
+    assert.equal(size(op), 194);
+    assert.equal(op.slice(0, 2 + 129 * 2), withByte(hex, 52, 1).slice(0, 2 + 129 * 2));
+    assert.equal(`0x${op.slice(2 + 129 * 2)}`, example.signature);
   });
 
   it("encodeCallPaymasterAndData and encodeOperationPaymasterAndData take the signed authorization as is", () => {
     if (example.mode !== "call") throw new Error("example is a call authorization");
     const { paymaster, gas, signature, mode, ...fields } = example;
-    const auth = { ...fields, sender: paymaster, target: paymaster, selector: "0xa0712d68" as Hex };
+    const auth = {
+      ...fields,
+      sender: paymaster,
+      initCode: "0x" as Hex,
+      target: paymaster,
+      selector: "0xa0712d68" as Hex,
+    };
     const domain = { chainId: 14601, paymaster };
     assert.equal(encodeCallPaymasterAndData(domain, gas, auth, signature), encodePaymasterAndData(example));
-    const { maxTotalGas, maxFeePerGasWei, maxPriorityFeePerGasWei, ...terms } = fields;
+    const { maxTotalGas, maxPreVerificationGas, maxFeePerGasWei, maxPriorityFeePerGasWei, ...terms } = fields;
     assert.equal(
       encodeOperationPaymasterAndData(domain, gas, terms, signature),
       encodePaymasterAndData({ mode: "operation", paymaster, gas, signature, ...terms }),
@@ -118,14 +135,15 @@ describe("encodePaymasterAndData / decodePaymasterAndData", () => {
     const call = encodePaymasterAndData(example);
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 400 }), (length) => {
-        fc.pre(length !== 210);
+        fc.pre(length !== 258);
         const resized = `0x${call.slice(2, 2 + length * 2).padEnd(length * 2, "7")}` as Hex;
         assert.equal(decodePaymasterAndData(resized), null);
       }),
     );
     // A call-mode payload relabelled as mode 1 (and vice versa) has the other mode's length.
     assert.equal(decodePaymasterAndData(withByte(call, 52, 1)), null);
-    const { maxTotalGas, maxFeePerGasWei, maxPriorityFeePerGasWei, ...terms } = example;
+    const { maxTotalGas, maxPreVerificationGas, maxFeePerGasWei, maxPriorityFeePerGasWei, ...terms } =
+      example;
     const op = encodePaymasterAndData({ ...terms, mode: "operation" });
     assert.equal(decodePaymasterAndData(withByte(op, 52, 0)), null);
   });

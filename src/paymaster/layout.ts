@@ -1,5 +1,5 @@
 /**
- * SponsorPaymaster's `paymasterAndData` (authorization version 2, the same for the EntryPoint v0.7
+ * SponsorPaymaster's `paymasterAndData` (authorization version 3, the same for the EntryPoint v0.7
  * and v0.8 builds), encoded and decoded in one place. Byte offsets, integers big-endian:
  *
  *   [0:20)    paymaster
@@ -9,10 +9,12 @@
  *   [53:59)   validUntil (uint48)
  *   [59:65)   validAfter (uint48)
  *   [65:97)   authId (bytes32)
- *   mode 0:   [97:113) maxTotalGas, [113:129) maxFeePerGas, [129:145) maxPriorityFeePerGas (uint128 each)
+ *   [97:129)  senderCodeHash (bytes32; zero: not bound)
+ *   mode 0:   [129:145) maxTotalGas, [145:161) maxPreVerificationGas, [161:177) maxFeePerGas,
+ *             [177:193) maxPriorityFeePerGas (uint128 each)
  *   last 65   signature
  *
- * Mode 0 is 210 bytes, mode 1 is 162; the contract reverts on any other length or mode, and on
+ * Mode 0 is 258 bytes, mode 1 is 194; the contract reverts on any other length or mode, and on
  * validUntil <= validAfter. The contract's NatSpec documents the same layout.
  */
 import { type Address, bytesToHex, getAddress, type Hex, hexToBytes, isAddress } from "viem";
@@ -25,7 +27,7 @@ export type PaymasterMode = "call" | "operation";
 export const PAYMASTER_MODE_BYTE = { call: 0, operation: 1 } as const satisfies Record<PaymasterMode, number>;
 
 /** The exact length of paymasterAndData in bytes, per mode. */
-export const PAYMASTER_AND_DATA_SIZE = { call: 210, operation: 162 } as const satisfies Record<
+export const PAYMASTER_AND_DATA_SIZE = { call: 258, operation: 194 } as const satisfies Record<
   PaymasterMode,
   number
 >;
@@ -37,7 +39,8 @@ const MODE_OFFSET = PAYMASTER_DATA_OFFSET;
 const VALID_UNTIL_OFFSET = 53;
 const VALID_AFTER_OFFSET = 59;
 const AUTH_ID_OFFSET = 65;
-const CEILINGS_OFFSET = 97;
+const CODE_HASH_OFFSET = 97;
+const CEILINGS_OFFSET = 129;
 const SIGNATURE_SIZE = 65;
 
 interface PaymasterAndDataBase extends AuthorizationTerms {
@@ -73,16 +76,18 @@ export function encodePaymasterAndData(data: PaymasterAndData): Hex {
   writeUint(out, VALID_UNTIL_OFFSET, 6, BigInt(data.validUntilSec));
   writeUint(out, VALID_AFTER_OFFSET, 6, BigInt(data.validAfterSec));
   writeFixed(out, AUTH_ID_OFFSET, 32, data.authId);
+  writeFixed(out, CODE_HASH_OFFSET, 32, data.senderCodeHash);
   if (data.mode === "call") {
     writeUint(out, CEILINGS_OFFSET, 16, data.maxTotalGas);
-    writeUint(out, CEILINGS_OFFSET + 16, 16, data.maxFeePerGasWei);
-    writeUint(out, CEILINGS_OFFSET + 32, 16, data.maxPriorityFeePerGasWei);
+    writeUint(out, CEILINGS_OFFSET + 16, 16, data.maxPreVerificationGas);
+    writeUint(out, CEILINGS_OFFSET + 32, 16, data.maxFeePerGasWei);
+    writeUint(out, CEILINGS_OFFSET + 48, 16, data.maxPriorityFeePerGasWei);
   }
   writeFixed(out, out.length - SIGNATURE_SIZE, SIGNATURE_SIZE, data.signature);
   return bytesToHex(out);
 }
 
-/** paymasterAndData for a signed call authorization (the sender, target and selector are not carried). */
+/** paymasterAndData for a signed call authorization (sender, initCode, target and selector are not carried). */
 export function encodeCallPaymasterAndData(
   domain: PaymasterDomain,
   gas: PaymasterGasLimits,
@@ -96,7 +101,9 @@ export function encodeCallPaymasterAndData(
     validUntilSec: auth.validUntilSec,
     validAfterSec: auth.validAfterSec,
     authId: auth.authId,
+    senderCodeHash: auth.senderCodeHash,
     maxTotalGas: auth.maxTotalGas,
+    maxPreVerificationGas: auth.maxPreVerificationGas,
     maxFeePerGasWei: auth.maxFeePerGasWei,
     maxPriorityFeePerGasWei: auth.maxPriorityFeePerGasWei,
     signature,
@@ -117,6 +124,7 @@ export function encodeOperationPaymasterAndData(
     validUntilSec: terms.validUntilSec,
     validAfterSec: terms.validAfterSec,
     authId: terms.authId,
+    senderCodeHash: terms.senderCodeHash,
     signature,
   });
 }
@@ -142,7 +150,8 @@ export function decodePaymasterAndData(hex: Hex): PaymasterAndData | null {
     gas: { verificationGasLimit: readUint(bytes, 20, 16), postOpGasLimit: readUint(bytes, 36, 16) },
     validUntilSec,
     validAfterSec,
-    authId: bytesToHex(bytes.subarray(AUTH_ID_OFFSET, AUTH_ID_OFFSET + 32)),
+    authId: bytesToHex(bytes.subarray(AUTH_ID_OFFSET, CODE_HASH_OFFSET)),
+    senderCodeHash: bytesToHex(bytes.subarray(CODE_HASH_OFFSET, CEILINGS_OFFSET)),
     signature: bytesToHex(bytes.subarray(byteLength - SIGNATURE_SIZE)),
   };
   if (mode === "operation") return { mode, ...base };
@@ -150,8 +159,9 @@ export function decodePaymasterAndData(hex: Hex): PaymasterAndData | null {
     mode,
     ...base,
     maxTotalGas: readUint(bytes, CEILINGS_OFFSET, 16),
-    maxFeePerGasWei: readUint(bytes, CEILINGS_OFFSET + 16, 16),
-    maxPriorityFeePerGasWei: readUint(bytes, CEILINGS_OFFSET + 32, 16),
+    maxPreVerificationGas: readUint(bytes, CEILINGS_OFFSET + 16, 16),
+    maxFeePerGasWei: readUint(bytes, CEILINGS_OFFSET + 32, 16),
+    maxPriorityFeePerGasWei: readUint(bytes, CEILINGS_OFFSET + 48, 16),
   };
 }
 
@@ -164,6 +174,9 @@ export function decodePaymasterAndData(hex: Hex): PaymasterAndData | null {
 export const STUB_SIGNATURE: Hex = `0x${"fe".repeat(31)}01${"7a".repeat(32)}1c`;
 
 const STUB_AUTH_ID: Hex = `0x${"5a".repeat(32)}`;
+const STUB_CODE_HASH: Hex = `0x${"c5".repeat(32)}`;
+/** senderCodeHash when the authorization binds no code. */
+export const ZERO_HASH: Hex = `0x${"0".repeat(64)}`;
 const UINT128_MAX = 2n ** 128n - 1n;
 
 export interface StubParams {
@@ -176,7 +189,7 @@ export interface StubParams {
 
 /**
  * paymasterAndData for gas estimation (ERC-7677 pm_getPaymasterStubData): the final length and
- * mode, a valid window and the STUB_SIGNATURE. Under simulation the contract reports a signature
+ * mode, a valid window, a code hash no code has and the STUB_SIGNATURE. Under simulation the contract reports a signature
  * failure (AA34 territory), never a revert, so a bundler's estimation with generous limits goes
  * through. Its authId is one the service never issues (ids are random), so it is never used up.
  * The call ceilings are the largest values the layout holds, so they never bind.
@@ -188,6 +201,8 @@ export function stubPaymasterAndData(p: StubParams): Hex {
     validUntilSec: p.validUntilSec,
     validAfterSec: p.validAfterSec,
     authId: STUB_AUTH_ID,
+    // Non-zero like a real one, so calldata pricing and the code check cost what they will.
+    senderCodeHash: STUB_CODE_HASH,
     signature: STUB_SIGNATURE,
   };
   if (p.mode === "operation") return encodePaymasterAndData({ mode: "operation", ...terms });
@@ -195,6 +210,7 @@ export function stubPaymasterAndData(p: StubParams): Hex {
     mode: "call",
     ...terms,
     maxTotalGas: UINT128_MAX,
+    maxPreVerificationGas: UINT128_MAX,
     maxFeePerGasWei: UINT128_MAX,
     maxPriorityFeePerGasWei: UINT128_MAX,
   });

@@ -16,6 +16,11 @@ const ProjectListItem = Type.Object({
   created_at: Timestamp,
 });
 
+const UnknownAccountsSchema = Type.Union([Type.Literal("refuse"), Type.Literal("caps_only")], {
+  description:
+    "Senders whose code is not a known account implementation: `refuse` (default) answers 403 account_not_supported; `caps_only` sponsors them with no code bound, so only the authorization's cost ceilings (estimatedGas, fee ceilings, the caps and policies) bound them and the allowlist binds only the callData's selector, not what the account really calls",
+});
+
 const Project = Type.Object(
   {
     id: Type.String(),
@@ -29,6 +34,7 @@ const Project = Type.Object(
     sponsor_icon: Type.Union([Type.String(), Type.Null()], {
       description: "Icon shown to wallets as the sponsor (ERC-7677 `sponsor.icon`)",
     }),
+    unknown_accounts: UnknownAccountsSchema,
     created_at: Timestamp,
   },
   { $id: "Project" },
@@ -113,7 +119,7 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
         tags,
         security: bearer,
         summary:
-          "Change a project's name, daily cap (wei, null for none), validity TTL or sponsor icon (admin or owner)",
+          "Change a project's name, daily cap (wei, null for none), validity TTL, sponsor icon or unknown-account setting (admin or owner)",
         params: ProjectParams,
         body: Type.Object(
           {
@@ -130,6 +136,7 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
                 Type.Null(),
               ]),
             ),
+            unknownAccounts: Type.Optional(UnknownAccountsSchema),
           },
           { additionalProperties: false, minProperties: 1 },
         ),
@@ -138,12 +145,13 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:update");
-      const { name, dailyCap, validityTtlSec, sponsorIcon } = request.body;
+      const { name, dailyCap, validityTtlSec, sponsorIcon, unknownAccounts } = request.body;
       const updated = await updateProject(db, request.params.id, {
         name,
         dailyCapWei: dailyCap === undefined ? undefined : dailyCap === null ? null : BigInt(dailyCap),
         validityTtlSec,
         sponsorIcon,
+        unknownAccounts,
       });
       return updated ?? Promise.reject(notFound("project"));
     },

@@ -1,6 +1,7 @@
 import type { Queryable } from "../db/db.ts";
 import type { DepositDeriver } from "../funding/derivation.ts";
 import { insertFundingAccount, nextDepositAddress } from "../funding/store.ts";
+import type { UnknownAccounts } from "../sponsor/sender-code.ts";
 
 export interface ProjectRecord {
   id: string;
@@ -13,6 +14,8 @@ export interface ProjectRecord {
   validity_ttl_sec: number;
   /** Shown to wallets as the sponsor's icon (ERC-7677); a https URL or a data:image URI. */
   sponsor_icon: string | null;
+  /** Senders whose code the service does not know: refused, or sponsored on cost caps alone. */
+  unknown_accounts: UnknownAccounts;
   created_at: string;
 }
 
@@ -22,7 +25,7 @@ export type ProjectListItem = Pick<
 >;
 
 const COLUMNS =
-  "id, name, owner, org_id, deposit_address, gas_tank_balance, daily_cap, validity_ttl_sec, sponsor_icon, created_at";
+  "id, name, owner, org_id, deposit_address, gas_tank_balance, daily_cap, validity_ttl_sec, sponsor_icon, unknown_accounts, created_at";
 
 export const HOME_CHAIN_ID = 14601;
 
@@ -87,6 +90,7 @@ export interface ProjectPatch {
   dailyCapWei?: bigint | null;
   validityTtlSec?: number;
   sponsorIcon?: string | null;
+  unknownAccounts?: UnknownAccounts;
 }
 
 export async function updateProject(
@@ -104,6 +108,7 @@ export async function updateProject(
   if (patch.dailyCapWei !== undefined) set("daily_cap", patch.dailyCapWei?.toString() ?? null);
   if (patch.validityTtlSec !== undefined) set("validity_ttl_sec", patch.validityTtlSec);
   if (patch.sponsorIcon !== undefined) set("sponsor_icon", patch.sponsorIcon);
+  if (patch.unknownAccounts !== undefined) set("unknown_accounts", patch.unknownAccounts);
   if (sets.length === 0) return getProject(db, id);
   const rows = await db.query<Row>(
     `UPDATE projects SET ${sets.join(", ")} WHERE id = $1 RETURNING ${COLUMNS}`,
@@ -122,6 +127,7 @@ interface Row {
   daily_cap: string | null;
   validity_ttl_sec: number;
   sponsor_icon: string | null;
+  unknown_accounts: UnknownAccounts;
   created_at: Date;
 }
 
@@ -136,6 +142,7 @@ function toRecord(r: Row): ProjectRecord {
     daily_cap: r.daily_cap === null ? null : String(r.daily_cap),
     validity_ttl_sec: r.validity_ttl_sec,
     sponsor_icon: r.sponsor_icon,
+    unknown_accounts: r.unknown_accounts,
     created_at: r.created_at.toISOString(),
   };
 }

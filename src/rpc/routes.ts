@@ -7,6 +7,7 @@
  * refusal come back as JSON-RPC errors with HTTP 200, never as problem+json and never as a 500.
  * CORS is open here, and only here: wallets call it from web pages.
  */
+
 import { Type } from "@sinclair/typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { scopeAllows } from "../access/roles.ts";
@@ -22,6 +23,7 @@ import { dryRunReservation } from "../ledger/ledger.ts";
 import { noteRpcMethod } from "../metrics/http.ts";
 import { type OperationDeps, sponsorOperation, stubOperation } from "../sponsor/operation.ts";
 import { feeCeilings } from "../sponsor/pricing.ts";
+import type { UnknownAccounts } from "../sponsor/sender-code.ts";
 import { failure, type JsonRpcId, parseRequest, rpcError, success } from "./json-rpc.ts";
 import { urlKeyOf } from "./url-key.ts";
 import { parseSponsorParams } from "./user-operation.ts";
@@ -225,16 +227,30 @@ function operationDeps(services: Services): OperationDeps {
     },
     refreshFees: () => services.feeOracle.refresh(),
     async project(projectId) {
-      const rows = await db.query<{ name: string; icon: string | null; ttl: number; balance: string }>(
-        `SELECT name, sponsor_icon AS icon, validity_ttl_sec AS ttl, gas_tank_balance::text AS balance
+      const rows = await db.query<{
+        name: string;
+        icon: string | null;
+        ttl: number;
+        balance: string;
+        unknown_accounts: UnknownAccounts;
+      }>(
+        `SELECT name, sponsor_icon AS icon, validity_ttl_sec AS ttl, gas_tank_balance::text AS balance,
+                unknown_accounts
          FROM projects WHERE id = $1`,
         [projectId],
       );
       const r = rows[0];
       return r
-        ? { name: r.name, icon: r.icon, ttlSec: r.ttl, balanceWei: BigInt(r.balance) }
-        : { name: "", icon: null, ttlSec: 300, balanceWei: 0n };
+        ? {
+            name: r.name,
+            icon: r.icon,
+            ttlSec: r.ttl,
+            balanceWei: BigInt(r.balance),
+            unknownAccounts: r.unknown_accounts,
+          }
+        : { name: "", icon: null, ttlSec: 300, balanceWei: 0n, unknownAccounts: "refuse" };
     },
+    senderCode: services.senderCode,
     firstNotAllowlisted: (projectId, calls) => firstNotAllowlisted(db, projectId, calls),
     dryRun: (r) => dryRunReservation(db, r),
     approve: services.approvals.check,

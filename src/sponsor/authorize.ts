@@ -2,7 +2,8 @@
  * The authorize use case: one request in, one outcome value out. The route (routes.ts) only maps
  * HTTP to this and the outcome back to HTTP.
  *
- * Order: the pure quote (chain, fee ceilings, window), then signing, then one round trip to the
+ * Order: the pure quote (chain, fee ceilings, window), the sender's code (sender-code.ts: cached,
+ * so off the hot path after a sender's first request), then signing, then one round trip to the
  * database that replays an idempotent request or checks the allowlist, the project's policies,
  * the tank and the daily cap and reserves (ledger/ledger.ts, migrations/008). The signature is made before that round trip
  * because the stored response of an idempotent request must be the signed one; a refused
@@ -11,17 +12,24 @@
 
 import { createHash, randomBytes } from "node:crypto";
 import { type Address, bytesToHex, type Hex } from "viem";
+import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
 import type { Config } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ReservationBatcher } from "../ledger/batcher.ts";
 import type { Reservation } from "../ledger/ledger.ts";
 import { type CallAuthorization, callSponsorshipDigest } from "../paymaster/digest.ts";
 import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
-import { encodeCallPaymasterAndData, PAYMASTER_DATA_OFFSET } from "../paymaster/layout.ts";
+import {
+  encodeCallPaymasterAndData,
+  PAYMASTER_AND_DATA_SIZE,
+  PAYMASTER_DATA_OFFSET,
+} from "../paymaster/layout.ts";
 import { ruleRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
 import { type Quote, quote } from "./policy.ts";
+import { callPreVerificationCeiling, type PreVerificationBounds } from "./pre-verification.ts";
 import type { FeeCeilings } from "./pricing.ts";
+import { type UnknownAccounts, verifySenderCode } from "./sender-code.ts";
 import type { Signer } from "./signer.ts";
 
 export interface AuthorizeRequest {
@@ -33,6 +41,14 @@ export interface AuthorizeRequest {
   estimatedGas: bigint;
   chainId: number;
   clientNonce: string | null;
+  /** factory ‖ factoryData when the operation deploys the sender, "0x" when it is deployed. */
+  initCode: Hex;
+}
+
+/** What authorize reads of a project on every request (cached by the route). */
+export interface ProjectSponsorTerms {
+  ttlSec: number;
+  unknownAccounts: UnknownAccounts;
 }
 
 export type AuthorizeOutcome =
@@ -40,34 +56,60 @@ export type AuthorizeOutcome =
   | { kind: "refused"; code: ErrorCode; detail: string; ruleId?: string };
 
 export interface AuthorizeDeps {
-  config: Pick<Config, "chains" | "clockSkewSec">;
+  config: Pick<Config, "chains" | "clockSkewSec" | "preVerification">;
   signer: Signer;
   reservations: ReservationBatcher;
   /** The fee ceilings for a chain now, or null without a fresh reading. */
   feeCeilings(chainId: number): FeeCeilings | null;
-  projectTtlSec(projectId: string): Promise<number>;
+  projectTerms(projectId: string): Promise<ProjectSponsorTerms>;
+  senderCode: SenderCodeResolver;
   /** The project's approval webhook (webhooks/approval.ts), asked before signing; absent: none. */
   approve?(req: ApprovalRequest): Promise<ApprovalOutcome>;
   now(): number;
 }
 
-type Quoted = Extract<Quote, { kind: "quote" }>;
+type Quoted = Extract<Quote, { kind: "quote" }> & { senderCodeHash: Hex; maxPreVerificationGas: bigint };
 
-/** The price and window of a call authorization now: the chain, the project's TTL, the fee ceilings. */
+/**
+ * The price and window of a call authorization now (the chain, the project's TTL, the fee
+ * ceilings), then the sender's code: what the authorization binds, or the refusal.
+ */
 export async function quoteCall(
-  deps: Pick<AuthorizeDeps, "config" | "feeCeilings" | "projectTtlSec">,
+  deps: Pick<AuthorizeDeps, "config" | "feeCeilings" | "projectTerms" | "senderCode">,
   req: AuthorizeRequest,
   nowMs: number,
-): Promise<Quote> {
-  return quote({
-    chain: deps.config.chains.find((c) => c.chainId === req.chainId),
+): Promise<Quoted | Extract<Quote, { kind: "denied" }> | Refused> {
+  const chain = deps.config.chains.find((c) => c.chainId === req.chainId);
+  const terms = await deps.projectTerms(req.projectId);
+  const q = quote({
+    chain,
     chainId: req.chainId,
     estimatedGas: req.estimatedGas,
-    ttlSec: await deps.projectTtlSec(req.projectId),
+    ttlSec: terms.ttlSec,
     nowMs,
     clockSkewSec: deps.config.clockSkewSec,
     fees: deps.feeCeilings(req.chainId),
   });
+  if (q.kind === "denied") return q;
+  const code = await verifySenderCode(
+    deps.senderCode,
+    {
+      chainId: req.chainId,
+      entryPoint: chain!.entryPoint,
+      sender: req.user as Address,
+      initCode: req.initCode,
+      eip7702Delegate: null,
+    },
+    terms.unknownAccounts,
+    { kind: "single_execute" },
+  );
+  if (code.kind === "refused") return refused(code.code, code.detail);
+  const maxPreVerificationGas = callPreVerificationCeiling(
+    req.initCode,
+    PAYMASTER_AND_DATA_SIZE.call,
+    deps.config.preVerification,
+  );
+  return { ...q, senderCodeHash: code.codeHash, maxPreVerificationGas };
 }
 
 /** The reservation of a call authorization priced by `q` (authorize and its dry run share it). */
@@ -99,6 +141,7 @@ export function callReservation(
 export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Promise<AuthorizeOutcome> {
   const nowMs = deps.now();
   const q = await quoteCall(deps, req, nowMs);
+  if (q.kind === "refused") return q;
   if (q.kind === "denied") return { kind: "refused", code: q.code, detail: q.detail };
   const approval = await deps.approve?.({
     projectId: req.projectId,
@@ -114,9 +157,12 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
 
   const sponsorship: CallAuthorization = {
     sender: req.user.toLowerCase() as Address,
+    senderCodeHash: q.senderCodeHash,
+    initCode: req.initCode,
     target: req.target.toLowerCase() as Address,
     selector: req.selector.toLowerCase() as Hex,
     maxTotalGas: q.maxTotalGas,
+    maxPreVerificationGas: q.maxPreVerificationGas,
     maxFeePerGasWei: q.maxFeePerGasWei,
     maxPriorityFeePerGasWei: q.maxPriorityFeePerGasWei,
     validUntilSec: q.validUntilSec,
@@ -158,7 +204,9 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
   }
 }
 
-function refused(code: ErrorCode, detail: string): AuthorizeOutcome {
+type Refused = Extract<AuthorizeOutcome, { kind: "refused" }>;
+
+function refused(code: ErrorCode, detail: string): Refused {
   return { kind: "refused", code, detail };
 }
 
@@ -183,12 +231,22 @@ function responseBody(q: Quoted, paymasterAndData: Hex, signature: Hex, authId: 
     maxTotalGas: q.maxTotalGas.toString(),
     maxFeePerGas: q.maxFeePerGasWei.toString(),
     maxPriorityFeePerGas: q.maxPriorityFeePerGasWei.toString(),
+    maxPreVerificationGas: q.maxPreVerificationGas.toString(),
+    senderCodeHash: q.senderCodeHash,
   });
 }
 
 /** What makes two requests with the same clientNonce the same request. */
 function digestOf(req: AuthorizeRequest): string {
-  const parts = [req.projectId, req.user, req.target, req.selector, req.estimatedGas, req.chainId];
+  const parts = [
+    req.projectId,
+    req.user,
+    req.target,
+    req.selector,
+    req.estimatedGas,
+    req.chainId,
+    req.initCode,
+  ];
   return createHash("sha256")
     .update(parts.map((p) => String(p).toLowerCase()).join("|"))
     .digest("hex");

@@ -5,11 +5,12 @@
  * same rules on the same data. Nothing is signed, reserved, counted or locked; a concurrent
  * authorization may of course take what the dry run saw as free.
  */
+import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
 import type { Config } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { Reservation, ReserveOutcome } from "../ledger/ledger.ts";
 import { ruleRefusal } from "../policies/refusals.ts";
-import { type AuthorizeRequest, callReservation, quoteCall } from "./authorize.ts";
+import { type AuthorizeRequest, callReservation, type ProjectSponsorTerms, quoteCall } from "./authorize.ts";
 import type { FeeCeilings } from "./pricing.ts";
 
 export type CheckOutcome =
@@ -17,9 +18,10 @@ export type CheckOutcome =
   | { kind: "would_refuse"; code: ErrorCode; detail: string; ruleId: string | null };
 
 export interface CheckDeps {
-  config: Pick<Config, "chains" | "clockSkewSec">;
+  config: Pick<Config, "chains" | "clockSkewSec" | "preVerification">;
   feeCeilings(chainId: number): FeeCeilings | null;
-  projectTtlSec(projectId: string): Promise<number>;
+  projectTerms(projectId: string): Promise<ProjectSponsorTerms>;
+  senderCode: SenderCodeResolver;
   dryRun(r: Reservation): Promise<ReserveOutcome>;
   now(): number;
 }
@@ -27,6 +29,7 @@ export interface CheckDeps {
 export async function checkAuthorization(deps: CheckDeps, req: AuthorizeRequest): Promise<CheckOutcome> {
   const nowMs = deps.now();
   const q = await quoteCall(deps, req, nowMs);
+  if (q.kind === "refused") return { kind: "would_refuse", code: q.code, detail: q.detail, ruleId: null };
   if (q.kind === "denied") return { kind: "would_refuse", code: q.code, detail: q.detail, ruleId: null };
   const outcome = await deps.dryRun(
     callReservation(req, q, nowMs, {

@@ -1,8 +1,10 @@
 /**
  * Sponsoring a whole user operation (ERC-7677): the use case behind `pm_getPaymasterStubData`
  * and `pm_getPaymasterData`. Unlike `POST /sponsor/authorize`, the service sees the operation,
- * so it decides on all of it: every call its account will make is decoded (accounts/calls.ts) and
- * must be allowlisted, its fees are checked against the chain's market, the reservation is the
+ * so it decides on all of it: the sender's code must be a known implementation (sender-code.ts),
+ * every call its account will make is decoded (accounts/calls.ts) with an encoding that
+ * implementation really has and must be allowlisted, its preVerificationGas must be within what
+ * its size can cost a bundle (pre-verification.ts), its fees are checked against the chain's market, the reservation is the
  * operation's own maximum cost, and the signature (a mode 1 authorization) binds every field of
  * the operation but its signature, so nothing can be changed after signing.
  *
@@ -14,6 +16,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { type Address, bytesToHex, concatHex, type Hex, numberToHex } from "viem";
 import { type DecodedCall, decodeCalls } from "../accounts/calls.ts";
+import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
 import { type ChainConfig, type Config, liveEntryPointAt } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ReservationBatcher } from "../ledger/batcher.ts";
@@ -26,13 +29,16 @@ import {
 import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
 import {
   encodeOperationPaymasterAndData,
+  PAYMASTER_AND_DATA_SIZE,
   PAYMASTER_DATA_OFFSET,
   stubPaymasterAndData,
 } from "../paymaster/layout.ts";
 import { ruleRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
 import { MAX_ESTIMATED_GAS } from "./policy.ts";
+import { operationPreVerificationCeiling } from "./pre-verification.ts";
 import type { FeeCeilings } from "./pricing.ts";
+import { type UnknownAccounts, verifySenderCode } from "./sender-code.ts";
 import type { Signer } from "./signer.ts";
 
 /** A user operation as ERC-7677 carries it (EntryPoint v0.7 / v0.8 fields), parsed to numbers. */
@@ -58,6 +64,7 @@ export interface ProjectTerms {
   icon: string | null;
   ttlSec: number;
   balanceWei: bigint;
+  unknownAccounts: UnknownAccounts;
 }
 
 export interface OperationRequest {
@@ -90,13 +97,14 @@ export type StubOutcome = { kind: "stub"; result: StubResult } | Refusal;
 export type FinalOutcome = { kind: "sponsored"; body: string; replayed: boolean } | Refusal;
 
 export interface OperationDeps {
-  config: Pick<Config, "chains" | "clockSkewSec">;
+  config: Pick<Config, "chains" | "clockSkewSec" | "preVerification">;
   signer: Signer;
   reservations: ReservationBatcher;
   feeCeilings(chainId: number): FeeCeilings | null;
   /** Reads the chain's fees now instead of from the cache (the oracle may trail the client). */
   refreshFees(): Promise<void>;
   project(projectId: string): Promise<ProjectTerms>;
+  senderCode: SenderCodeResolver;
   firstNotAllowlisted(projectId: string, calls: DecodedCall[]): Promise<number | null>;
   /** Decides as the reservation would, writing nothing (ledger.dryRunReservation). */
   dryRun(r: Reservation): Promise<ReserveOutcome>;
@@ -165,6 +173,7 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
     validAfterSec: Math.max(0, nowSec - deps.config.clockSkewSec),
     validUntilSec: nowSec + checked.project.ttlSec,
     authId: bytesToHex(randomBytes(32)),
+    senderCodeHash: checked.senderCodeHash,
   };
   const domain = { chainId: req.chainId, paymaster: checked.paymaster };
   const packed = packOperation(userOp);
@@ -245,6 +254,8 @@ function stubReservation(req: OperationRequest, checked: Checked, nowMs: number)
 interface Checked {
   kind: "checked";
   paymaster: Address;
+  /** What the paymaster checks EXTCODEHASH(sender) against (sender-code.ts). */
+  senderCodeHash: Hex;
   calls: DecodedCall[];
   project: ProjectTerms;
   totalGas: bigint;
@@ -302,6 +313,33 @@ async function checkOperation(
   }
   const missing = await deps.firstNotAllowlisted(req.projectId, calls);
   if (missing !== null) return notAllowlisted(calls, missing);
+  const project = await deps.project(req.projectId);
+  const code = await verifySenderCode(
+    deps.senderCode,
+    {
+      chainId: req.chainId,
+      entryPoint: req.entryPoint,
+      sender: userOp.sender,
+      initCode: initCodeOf(userOp),
+      eip7702Delegate: userOp.eip7702Delegate,
+    },
+    project.unknownAccounts,
+    { kind: "encoding", encoding: decoded.encoding },
+  );
+  if (code.kind === "refused") return refuse(code.code, code.detail);
+  if (final) {
+    const ceiling = operationPreVerificationCeiling(
+      { initCode: initCodeOf(userOp), callData: userOp.callData },
+      PAYMASTER_AND_DATA_SIZE.operation,
+      deps.config.preVerification,
+    );
+    if (userOp.preVerificationGas > ceiling) {
+      return refuse(
+        "invalid_params",
+        `preVerificationGas ${userOp.preVerificationGas} is above ${ceiling}, the most a bundle can spend on this operation outside its gas limits`,
+      );
+    }
+  }
   const totalGas =
     userOp.verificationGasLimit +
     userOp.callGasLimit +
@@ -312,12 +350,11 @@ async function checkOperation(
     return refuse("invalid_params", `the operation's gas limits add up to more than ${MAX_ESTIMATED_GAS}`);
   }
   const maxCostWei = totalGas * userOp.maxFeePerGas;
-  const project = await deps.project(req.projectId);
   // Before estimation the gas limits are not known yet; an empty tank is refused at once.
   if (project.balanceWei === 0n || project.balanceWei < maxCostWei) {
     return refuse("insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
   }
-  return { kind: "checked", paymaster, calls, project, totalGas, maxCostWei };
+  return { kind: "checked", paymaster, senderCodeHash: code.codeHash, calls, project, totalGas, maxCostWei };
 }
 
 function checkFees(

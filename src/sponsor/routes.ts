@@ -1,15 +1,17 @@
 import { type Static, Type } from "@sinclair/typebox";
 import type { FastifyRequest } from "fastify";
+import type { Hex } from "viem";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin, Services } from "../context.ts";
 import { ApiError } from "../http/problem.ts";
 import { Address as AddressSchema, bearer, responses, Selector, Wei } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
 import { dryRunReservation, type Reservation } from "../ledger/ledger.ts";
-import { type AuthorizeRequest, authorize } from "./authorize.ts";
+import { type AuthorizeRequest, authorize, type ProjectSponsorTerms } from "./authorize.ts";
 import { checkAuthorization } from "./check.ts";
 import { MAX_ESTIMATED_GAS } from "./policy.ts";
 import { feeCeilings } from "./pricing.ts";
+import type { UnknownAccounts } from "./sender-code.ts";
 
 export const AuthorizeBody = Type.Object(
   {
@@ -27,6 +29,14 @@ export const AuthorizeBody = Type.Object(
       Type.String({
         pattern: "^[A-Za-z0-9._:-]{1,128}$",
         description: "Idempotency key, kept 24 h per project",
+      }),
+    ),
+    initCode: Type.Optional(
+      Type.String({
+        pattern: "^0x(?:[0-9a-fA-F]{2}){0,24576}$",
+        maxLength: 2 + 2 * 24_576,
+        description:
+          "factory ‖ factoryData when the operation deploys the sender (its first operation); absent or 0x when the sender is deployed. The authorization binds it.",
       }),
     ),
   },
@@ -52,11 +62,19 @@ const Authorized = Type.Object({
   }),
   maxFeePerGas: Type.String({ description: "Ceiling on the operation's maxFeePerGas, wei" }),
   maxPriorityFeePerGas: Type.String({ description: "Ceiling on the operation's maxPriorityFeePerGas, wei" }),
+  maxPreVerificationGas: Type.String({
+    description:
+      "Ceiling on the operation's preVerificationGas (derived from the operation's size; see the README): set preVerificationGas to at most this",
+  }),
+  senderCodeHash: Type.String({
+    description:
+      "The sender's EXTCODEHASH the paymaster requires when the operation runs; 32 zero bytes when no code is bound (a counterfactual sender, whose initCode is bound instead, or an unknown account on a caps_only project)",
+  }),
 });
 
 export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
   await app.register(checkRoute, { services });
-  const ttls = projectTtlCache(services);
+  const terms = projectTermsCache(services);
   const deps = {
     config: services.config,
     signer: services.signer,
@@ -66,7 +84,8 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
       const chain = services.config.chains.find((c) => c.chainId === chainId);
       return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
     },
-    projectTtlSec: ttls.get,
+    projectTerms: terms.get,
+    senderCode: services.senderCode,
     approve: services.approvals.check,
     now: services.now,
   };
@@ -110,7 +129,7 @@ const CheckResult = Type.Object({
  * same data (sponsor/check.ts); nothing is signed, reserved or counted.
  */
 const checkRoute: RoutePlugin = async (app, { services }) => {
-  const ttls = projectTtlCache(services);
+  const terms = projectTermsCache(services);
   const deps = {
     config: services.config,
     feeCeilings: (chainId: number) => {
@@ -118,7 +137,8 @@ const checkRoute: RoutePlugin = async (app, { services }) => {
       const chain = services.config.chains.find((c) => c.chainId === chainId);
       return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
     },
-    projectTtlSec: ttls.get,
+    projectTerms: terms.get,
+    senderCode: services.senderCode,
     dryRun: (r: Reservation) => dryRunReservation(services.db, r),
     now: services.now,
   };
@@ -155,10 +175,6 @@ const checkRoute: RoutePlugin = async (app, { services }) => {
 };
 
 /**
- * The validity TTL of each project, cached briefly: it is read on every authorization and
- * changes rarely. A change on another instance applies within the cache lifetime.
- */
-/**
  * The caller must be an API key of the project named in the body (with `sponsor:authorize`);
  * the body becomes the use case's request.
  */
@@ -182,25 +198,34 @@ async function authorizeRequest(
     estimatedGas: BigInt(body.estimatedGas),
     chainId: body.chainId,
     clientNonce: body.clientNonce ?? null,
+    initCode: (body.initCode?.toLowerCase() ?? "0x") as Hex,
   };
 }
 
-function projectTtlCache(services: Services) {
-  const cache = new Map<string, { ttlSec: number; expiresAt: number }>();
+/**
+ * The validity TTL and unknown-account setting of each project, cached briefly: they are read on
+ * every authorization and change rarely. A change on another instance applies within the cache
+ * lifetime (KEY_CACHE_TTL_MS, 2 s by default).
+ */
+function projectTermsCache(services: Services) {
+  const cache = new Map<string, { terms: ProjectSponsorTerms; expiresAt: number }>();
   const lifetimeMs = services.config.keyCacheTtlMs;
   return {
-    async get(projectId: string): Promise<number> {
+    async get(projectId: string): Promise<ProjectSponsorTerms> {
       const t = services.now();
       const hit = cache.get(projectId);
-      if (hit && hit.expiresAt > t) return hit.ttlSec;
-      const rows = await services.db.query<{ ttl: number }>(
-        "SELECT validity_ttl_sec AS ttl FROM projects WHERE id = $1",
+      if (hit && hit.expiresAt > t) return hit.terms;
+      const rows = await services.db.query<{ ttl: number; unknown_accounts: UnknownAccounts }>(
+        "SELECT validity_ttl_sec AS ttl, unknown_accounts FROM projects WHERE id = $1",
         [projectId],
       );
-      const ttlSec = rows[0]?.ttl ?? 300;
+      const terms: ProjectSponsorTerms = {
+        ttlSec: rows[0]?.ttl ?? 300,
+        unknownAccounts: rows[0]?.unknown_accounts ?? "refuse",
+      };
       if (cache.size > 10_000) cache.clear();
-      cache.set(projectId, { ttlSec, expiresAt: t + lifetimeMs });
-      return ttlSec;
+      cache.set(projectId, { terms, expiresAt: t + lifetimeMs });
+      return terms;
     },
   };
 }

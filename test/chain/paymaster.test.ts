@@ -185,9 +185,12 @@ describe("EIP-712 digests", () => {
   const gas: PaymasterGasLimits = { verificationGasLimit: 70_000n, postOpGasLimit: 0n };
   const call: CallAuthorization = {
     sender: "0x1111111111111111111111111111111111111111",
+    senderCodeHash: "0x5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0d",
+    initCode: "0x4444444444444444444444444444444444444444c0ffee",
     target: "0x2222222222222222222222222222222222222222",
     selector: toFunctionSelector("mint(uint256)"),
     maxTotalGas: 830_000n,
+    maxPreVerificationGas: 66_000n,
     maxFeePerGasWei: 3_000_000_000n,
     maxPriorityFeePerGasWei: 1_000_000_000n,
     validUntilSec: 1_800_000_300,
@@ -203,7 +206,12 @@ describe("EIP-712 digests", () => {
     preVerificationGas: 60_000n,
     gasFees: packUint128Pair(1_000_000_000n, 3_000_000_000n),
   };
-  const terms = { validUntilSec: call.validUntilSec, validAfterSec: call.validAfterSec, authId: call.authId };
+  const terms = {
+    validUntilSec: call.validUntilSec,
+    validAfterSec: call.validAfterSec,
+    authId: call.authId,
+    senderCodeHash: call.senderCodeHash,
+  };
 
   /** EIP-712 spelled out with the ABI encoder, independent of the hand-written encoding. */
   function digestByHand(chainId: number, paymaster: Address, typeString: string, values: unknown[]): Hex {
@@ -221,7 +229,7 @@ describe("EIP-712 digests", () => {
             toHex("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
           ),
           keccak256(toHex("SponsorPaymaster")),
-          keccak256(toHex("2")),
+          keccak256(toHex("3")),
           BigInt(chainId),
           paymaster,
         ],
@@ -238,16 +246,19 @@ describe("EIP-712 digests", () => {
   }
 
   const CALL_TYPE =
-    "CallSponsorship(address sender,address target,bytes4 selector,uint256 maxTotalGas,uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)";
+    "CallSponsorship(address sender,bytes32 senderCodeHash,bytes32 initCodeHash,address target,bytes4 selector,uint256 maxTotalGas,uint256 maxPreVerificationGas,uint256 maxFeePerGas,uint256 maxPriorityFeePerGas,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)";
   const OPERATION_TYPE =
-    "OperationSponsorship(address sender,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)";
+    "OperationSponsorship(address sender,bytes32 senderCodeHash,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)";
 
   const callByHand = (chainId: number, paymaster: Address) =>
     digestByHand(chainId, paymaster, CALL_TYPE, [
       call.sender,
+      call.senderCodeHash,
+      keccak256(call.initCode),
       call.target,
       call.selector,
       call.maxTotalGas,
+      call.maxPreVerificationGas,
       call.maxFeePerGasWei,
       call.maxPriorityFeePerGasWei,
       gas.verificationGasLimit,
@@ -259,6 +270,7 @@ describe("EIP-712 digests", () => {
   const operationByHand = (chainId: number, paymaster: Address) =>
     digestByHand(chainId, paymaster, OPERATION_TYPE, [
       operation.sender,
+      terms.senderCodeHash,
       operation.nonce,
       keccak256(operation.initCode),
       keccak256(operation.callData),
@@ -292,9 +304,12 @@ describe("EIP-712 digests", () => {
       args: [
         {
           sender: call.sender,
+          senderCodeHash: call.senderCodeHash,
+          initCodeHash: keccak256(call.initCode),
           target: call.target,
           selector: call.selector,
           maxTotalGas: call.maxTotalGas,
+          maxPreVerificationGas: call.maxPreVerificationGas,
           maxFeePerGas: call.maxFeePerGasWei,
           maxPriorityFeePerGas: call.maxPriorityFeePerGasWei,
           paymasterVerificationGasLimit: gas.verificationGasLimit,
@@ -315,7 +330,7 @@ describe("EIP-712 digests", () => {
     const paymasterAndData = encodeOperationPaymasterAndData(
       { chainId: chain.chainId, paymaster: stack.paymaster },
       gas,
-      { validUntilSec: 1, validAfterSec: 0, authId: zeroHash },
+      { validUntilSec: 1, validAfterSec: 0, authId: zeroHash, senderCodeHash: zeroHash },
       `0x${"99".repeat(65)}`,
     );
     const onChain = await chain.publicClient.readContract({
@@ -324,6 +339,7 @@ describe("EIP-712 digests", () => {
       functionName: "getOperationHash",
       args: [
         { ...operation, paymasterAndData, signature: "0x1234" },
+        terms.senderCodeHash,
         terms.validUntilSec,
         terms.validAfterSec,
         terms.authId,

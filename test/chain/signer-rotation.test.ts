@@ -247,9 +247,12 @@ function recoveredSigner(auth: Authorization, sender: Address): Promise<Address>
     decoded.gas,
     {
       sender,
+      senderCodeHash: decoded.senderCodeHash,
+      initCode: "0x",
       target: stack.gameItems,
       selector: MINT_SELECTOR,
       maxTotalGas: decoded.maxTotalGas,
+      maxPreVerificationGas: decoded.maxPreVerificationGas,
       maxFeePerGasWei: decoded.maxFeePerGasWei,
       maxPriorityFeePerGasWei: decoded.maxPriorityFeePerGasWei,
       validUntilSec: decoded.validUntilSec,

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { concatHex, encodeFunctionData, type Hex, http, numberToHex, parseEventLogs } from "viem";
+import { concatHex, encodeFunctionData, type Hex, http, numberToHex, parseEventLogs, zeroHash } from "viem";
 import {
   createBundlerClient,
   type GetPaymasterDataParameters,
@@ -101,7 +101,12 @@ function v08Paymaster(signed: SponsoredOperation[]) {
       const op = packed(parameters as unknown as UserOperation<"0.8">);
       signed.push(op);
       const nowSec = await latestTimestampSec(chain);
-      const terms = { validAfterSec: nowSec - 60, validUntilSec: nowSec + 300, authId: randomAuthId() };
+      const terms = {
+        validAfterSec: nowSec - 60,
+        validUntilSec: nowSec + 300,
+        authId: randomAuthId(),
+        senderCodeHash: zeroHash,
+      };
       const domain = { chainId: chain.chainId, paymaster };
       const signature = await signOperationAuthorization(signer, domain, PAYMASTER_GAS_LIMITS, op, terms);
       return {

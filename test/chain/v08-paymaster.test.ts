@@ -246,16 +246,24 @@ describe("both builds verify the digests the service computes", () => {
   const gas: PaymasterGasLimits = { verificationGasLimit: 70_000n, postOpGasLimit: 0n };
   const call: CallAuthorization = {
     sender: "0x1111111111111111111111111111111111111111",
+    senderCodeHash: "0x5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0de5c0d",
+    initCode: "0x7702",
     target: "0x2222222222222222222222222222222222222222",
     selector: toFunctionSelector("mint(uint256)"),
     maxTotalGas: 830_000n,
+    maxPreVerificationGas: 66_000n,
     maxFeePerGasWei: 3_000_000_000n,
     maxPriorityFeePerGasWei: 1_000_000_000n,
     validUntilSec: 1_800_000_300,
     validAfterSec: 1_800_000_000,
     authId: "0x6a1c5b3ef2d04c0f9e8b7a6d5c4b3a2918f7e6d5c4b3a29180f7e6d5c4b3a291",
   };
-  const terms = { validUntilSec: call.validUntilSec, validAfterSec: call.validAfterSec, authId: call.authId };
+  const terms = {
+    validUntilSec: call.validUntilSec,
+    validAfterSec: call.validAfterSec,
+    authId: call.authId,
+    senderCodeHash: call.senderCodeHash,
+  };
   const operation: SponsoredOperation = {
     sender: "0x1111111111111111111111111111111111111111",
     nonce: 7n,
@@ -276,7 +284,7 @@ describe("both builds verify the digests the service computes", () => {
     encodeOperationPaymasterAndData(
       { chainId: chain.chainId, paymaster },
       gas,
-      { validUntilSec: 1, validAfterSec: 0, authId: zeroHash },
+      { validUntilSec: 1, validAfterSec: 0, authId: zeroHash, senderCodeHash: zeroHash },
       `0x${"99".repeat(65)}`,
     );
 
@@ -297,6 +305,7 @@ describe("both builds verify the digests the service computes", () => {
           paymasterAndData: limitsOnly(paymaster),
           signature: "0x1234",
         },
+        terms.senderCodeHash,
         terms.validUntilSec,
         terms.validAfterSec,
         terms.authId,
@@ -312,9 +321,12 @@ describe("both builds verify the digests the service computes", () => {
         args: [
           {
             sender: call.sender,
+            senderCodeHash: call.senderCodeHash,
+            initCodeHash: keccak256(call.initCode),
             target: call.target,
             selector: call.selector,
             maxTotalGas: call.maxTotalGas,
+            maxPreVerificationGas: call.maxPreVerificationGas,
             maxFeePerGas: call.maxFeePerGasWei,
             maxPriorityFeePerGas: call.maxPriorityFeePerGasWei,
             paymasterVerificationGasLimit: gas.verificationGasLimit,
@@ -434,7 +446,7 @@ function operationDigestByHand(
   gas: PaymasterGasLimits,
   op: SponsoredOperation,
   initCodeHash: Hex,
-  terms: { validUntilSec: number; validAfterSec: number; authId: Hex },
+  terms: { validUntilSec: number; validAfterSec: number; authId: Hex; senderCodeHash: Hex },
 ): Hex {
   const domainSeparator = keccak256(
     encodeAbiParameters(
@@ -450,16 +462,17 @@ function operationDigestByHand(
           toHex("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
         ),
         keccak256(toHex("SponsorPaymaster")),
-        keccak256(toHex("2")),
+        keccak256(toHex("3")),
         BigInt(chainId),
         paymaster,
       ],
     ),
   );
   const typeString =
-    "OperationSponsorship(address sender,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)";
+    "OperationSponsorship(address sender,bytes32 senderCodeHash,uint256 nonce,bytes32 initCodeHash,bytes32 callDataHash,bytes32 accountGasLimits,uint256 preVerificationGas,bytes32 gasFees,uint256 paymasterVerificationGasLimit,uint256 paymasterPostOpGasLimit,uint48 validUntil,uint48 validAfter,bytes32 authId)";
   const types = [
     "address",
+    "bytes32",
     "uint256",
     "bytes32",
     "bytes32",
@@ -478,6 +491,7 @@ function operationDigestByHand(
       [
         keccak256(toHex(typeString)),
         op.sender,
+        terms.senderCodeHash,
         op.nonce,
         initCodeHash,
         keccak256(op.callData),

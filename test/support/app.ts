@@ -3,6 +3,8 @@ import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { pino } from "pino";
+import { IMPLEMENTATION_RULES } from "../../src/accounts/code/implementations.ts";
+import type { SenderCodeResolver } from "../../src/accounts/code/resolve.ts";
 import { buildApp } from "../../src/app.ts";
 import { type FeeLevels, type FeeOracle, fixedFeeOracle } from "../../src/chains/fee-oracle.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
@@ -12,6 +14,7 @@ import { migrate } from "../../src/db/migrate.ts";
 import { openPglite } from "../../src/db/pglite.ts";
 import { openPostgres } from "../../src/db/postgres.ts";
 import { type LocalIssuer, localIssuer } from "../../src/identity/tokens.ts";
+import { ZERO_HASH } from "../../src/paymaster/layout.ts";
 import { wireServices } from "../../src/services.ts";
 import { responseValidator } from "./openapi.ts";
 
@@ -82,7 +85,22 @@ export interface TestAppOptions {
    * test turns stale.
    */
   feeOracle?: FeeOracle | "chain";
+  /**
+   * What code each sender runs. Default: with the chain's fee oracle, the service's own resolver
+   * reading the chain; otherwise (the app has no chain) every sender is taken for a SimpleAccount
+   * v0.7 with no code hash bound, as the fixed fee oracle stands in for the chain's fees.
+   */
+  senderCode?: SenderCodeResolver;
 }
+
+/** A chainless app's answer for every sender (see TestAppOptions.senderCode). */
+export const everySenderASimpleAccount: SenderCodeResolver = {
+  async resolve() {
+    const rule = IMPLEMENTATION_RULES.find((r) => r.implementation.id === "simple-account-v0.7");
+    assert.ok(rule, "the registry has SimpleAccount v0.7");
+    return { kind: "known", implementation: rule.implementation, codeHash: ZERO_HASH, via: "deployed" };
+  },
+};
 
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const ownDb = options.db ? null : await openTestDb();
@@ -97,8 +115,12 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     ...options.env,
   });
   const overrides: Partial<Services> = options.now ? { now: options.now } : {};
-  if (options.feeOracle !== "chain")
+  if (options.feeOracle !== "chain") {
     overrides.feeOracle = options.feeOracle ?? fixedFeeOracle(TEST_FEES, options.now);
+    overrides.senderCode = options.senderCode ?? everySenderASimpleAccount;
+  } else if (options.senderCode) {
+    overrides.senderCode = options.senderCode;
+  }
   const wired = await wireServices(config, testDb.db, {
     rateLimitPrefix: options.rateLimitPrefix ?? `test:${randomBytes(6).toString("hex")}`,
     overrides,

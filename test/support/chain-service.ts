@@ -86,6 +86,8 @@ export interface Authorization {
   maxTotalGas: string;
   maxFeePerGas: string;
   maxPriorityFeePerGas: string;
+  maxPreVerificationGas: string;
+  senderCodeHash: Hex;
 }
 
 /** Account gas limits with the fees set to an authorization's ceilings (the most it allows). */
@@ -100,7 +102,7 @@ export function gasFor(auth: Authorization, limits: UserOpGas = devnetUserOpGas)
 export async function authorize(
   t: TestApp,
   p: Project,
-  body: { user: Address; target: Address; selector: Hex; estimatedGas?: bigint },
+  body: { user: Address; target: Address; selector: Hex; estimatedGas?: bigint; initCode?: Hex },
 ): Promise<Authorization> {
   const res = await t.request({
     method: "POST",
@@ -113,6 +115,7 @@ export async function authorize(
       selector: body.selector,
       estimatedGas: Number(body.estimatedGas ?? totalGas()),
       chainId: DEVNET_CHAIN_ID,
+      ...(body.initCode ? { initCode: body.initCode } : {}),
     },
   });
   assert.equal(res.statusCode, 200, res.body);
@@ -210,12 +213,13 @@ export async function authorizedUserOp(
   call: { target: Address; data: Hex; limits?: UserOpGas },
 ): Promise<{ auth: Authorization; userOp: PackedUserOperation; userOpHash: Hex; sender: Address }> {
   const limits = call.limits ?? devnetUserOpGas;
-  const { sender } = await accountOf(chain, stack, owner);
+  const { sender, deployed } = await accountOf(chain, stack, owner);
   const auth = await authorize(t, p, {
     user: sender,
     target: call.target,
     selector: call.data.slice(0, 10) as Hex,
     estimatedGas: totalGas(limits),
+    initCode: deployed ? undefined : accountInitCode(stack.accountFactory, owner.address),
   });
   const op = await userOpWith(chain, stack, owner, {
     target: call.target,

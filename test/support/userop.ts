@@ -28,6 +28,7 @@ import {
   encodeOperationPaymasterAndData,
   type PaymasterAndData,
   type PaymasterMode,
+  ZERO_HASH,
 } from "../../src/paymaster/layout.ts";
 import type { DevChain } from "./chain/anvil.ts";
 import type { DevnetStack, DevnetStackV08 } from "./chain/devnet.ts";
@@ -177,9 +178,13 @@ export async function sponsoredUserOp(p: SponsoredOpParams): Promise<SponsoredOp
   });
   const authorization: CallAuthorization = {
     sender,
+    // Unbound by default; the code-binding tests sign the sender's EXTCODEHASH.
+    senderCodeHash: ZERO_HASH,
+    initCode: unsigned.initCode,
     target: p.target,
     selector: slice(p.data, 0, 4),
     maxTotalGas: totalGasLimit(gas, paymasterGas),
+    maxPreVerificationGas: gas.preVerificationGas,
     maxFeePerGasWei: gas.maxFeePerGas,
     maxPriorityFeePerGasWei: gas.maxPriorityFeePerGas,
     // EntryPoint v0.8 wants block.timestamp > validAfter (v0.7: >=), and the next block may share
