@@ -38,6 +38,11 @@ export async function seedProject(baseUrl: string, dataDir: string, runId: strin
   const projectId = `bench-${runId}`;
   await call("POST", "/orgs", { name: `Bench ${runId}`, slug });
   await call("POST", "/projects", { id: projectId, name: `Bench ${runId}`, owner: slug });
+  // The senders are addresses with no code on the bench's anvil: the project sponsors unknown
+  // accounts on caps alone, so every authorization still resolves the sender's code (the first
+  // time through the chain, then from the resolver's cache, as a known account's does) and goes
+  // on to be signed, instead of being refused as account_not_supported.
+  await call("PATCH", `/projects/${projectId}`, { unknownAccounts: "caps_only" });
   const key = await call("POST", `/projects/${projectId}/apikeys`, { rateLimit: 1_000_000 });
   await call("POST", `/projects/${projectId}/allowlist`, {
     targetContract: BENCH_TARGET,

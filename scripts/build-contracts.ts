@@ -25,6 +25,12 @@ export const CONTRACT_SOURCES = {
   BundleForwarder: "contracts/test/BundleForwarder.sol",
   Modular7579Account: "contracts/test/Modular7579Account.sol",
   Modular7579AccountFactory: "contracts/test/Modular7579Account.sol",
+  LyingAccount: "contracts/test/LyingAccount.sol",
+  LyingDelegate: "contracts/test/LyingAccount.sol",
+  SideEffectFactory: "contracts/test/SideEffectFactory.sol",
+  FallbackExecutorModule: "contracts/test/Rogue7579Modules.sol",
+  PreCheckHook: "contracts/test/Rogue7579Modules.sol",
+  Hooked7579Account: "contracts/test/Rogue7579Modules.sol",
 } as const;
 
 export type ContractName = keyof typeof CONTRACT_SOURCES;
@@ -59,6 +65,12 @@ export const CONTRACT_BUILDS: readonly { name: string; remappings: string[]; con
       "BundleForwarder",
       "Modular7579Account",
       "Modular7579AccountFactory",
+      "LyingAccount",
+      "LyingDelegate",
+      "SideEffectFactory",
+      "FallbackExecutorModule",
+      "PreCheckHook",
+      "Hooked7579Account",
     ],
   },
   {

@@ -183,6 +183,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     errors: [
       "forbidden",
       "not_allowlisted",
+      "account_not_supported",
       "insufficient_balance",
       "daily_cap_exceeded",
       ...POLICY_CODES,
@@ -190,6 +191,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       "unsupported_chain",
       "chain_not_configured",
       "fee_oracle_stale",
+      "chain_unavailable",
       "approval_denied",
       "approval_unavailable",
     ],

@@ -45,6 +45,7 @@ import {
   getAddress,
   type Hex,
   hexToBigInt,
+  keccak256,
   numberToHex,
   parseEther,
   slice,
@@ -250,6 +251,12 @@ describe("ERC-7562: the staked SponsorPaymaster, by a trace of handleOps on anvi
         [1n, true],
         [2n, false],
       ] as const) {
+        // The second operation binds the deployed account's code hash, so the paymaster's
+        // validation reads EXTCODEHASH(sender): the trace shows that this stays within the rules.
+        const sender = deploys
+          ? null
+          : await getAccountAddress(chain.publicClient, stack.accountFactory, owner.address);
+        const code = sender ? await chain.publicClient.getCode({ address: sender }) : undefined;
         const op: SponsoredOp = await sponsoredUserOp({
           chain,
           stack,
@@ -258,6 +265,7 @@ describe("ERC-7562: the staked SponsorPaymaster, by a trace of handleOps on anvi
           mode,
           target: stack.gameItems,
           data: mint(itemId),
+          ...(code ? { authorization: { senderCodeHash: keccak256(code) } } : {}),
         });
         assert.equal(op.userOp.initCode !== "0x", deploys);
         const result = await check(op.userOp);

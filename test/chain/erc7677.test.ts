@@ -161,6 +161,8 @@ describe("ERC-7677 with viem's paymaster client, a real bundler and EntryPoint v
         entryPointAddress: stack.entryPoint,
         sender: account.address,
         nonce: 0n,
+        // Not deployed yet: the stub sees the factory, as a first operation carries it.
+        ...(await account.getFactoryArgs()),
         callData: await account.encodeCalls([mint(8n)]),
         maxFeePerGas: 1_000_000_000n,
         maxPriorityFeePerGas: 1_000_000_000n,

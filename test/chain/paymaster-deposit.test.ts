@@ -20,6 +20,7 @@ import {
   MINT_SELECTOR,
   paymasterDeposit,
   type ServiceOnChain,
+  sponsorUnknownAccounts,
   startServiceOnChain,
 } from "../support/chain-service.ts";
 
@@ -155,6 +156,8 @@ describe("the paymasters' EntryPoint deposits against the tanks and open reserva
   });
 
   it("short when the v0.7 paymaster cannot pay what it authorized: one error line, metric 2, parity says so", async () => {
+    // An EOA: no account code, so the project sponsors unknown senders on caps alone.
+    await sponsorUnknownAccounts(s.t, p);
     const user = s.chain.wallets[3]!.account.address;
     const auths = [];
     for (let i = 0; i < 2; i++)

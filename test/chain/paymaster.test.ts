@@ -357,7 +357,7 @@ describe("EIP-712 digests", () => {
     assert.equal(await read("OPERATION_SPONSORSHIP_TYPEHASH"), keccak256(toHex(OPERATION_TYPE)));
   });
 
-  test("the contract advertises EIP-712 domain version 2 (ERC-5267)", async () => {
+  test("the contract advertises EIP-712 domain version 3 (ERC-5267)", async () => {
     const [, name, version, chainId, verifyingContract] = await chain.publicClient.readContract({
       address: stack.paymaster,
       abi: parseAbi([
@@ -367,14 +367,14 @@ describe("EIP-712 digests", () => {
     });
     assert.deepEqual(
       [name, version, chainId, verifyingContract],
-      ["SponsorPaymaster", "2", 14601n, stack.paymaster],
+      ["SponsorPaymaster", "3", 14601n, stack.paymaster],
     );
   });
 });
 
 /** Pinned once from the hand-rolled encoding; a change here means signatures stop verifying. */
-const KNOWN_CALL_DIGEST = "0xd2c860e6794f429dc725a55ac87cfb572732397cf197f5c9e40f08c809937782";
-const KNOWN_OPERATION_DIGEST = "0xc63afb6b3df1a9283a9af7a40cbe232d76cf7b4784015e6057146a5d2a47c954";
+const KNOWN_CALL_DIGEST = "0x371caa63151cac6a3140f1f2e8fcee65432158fc75f4a5596db06f0123578c22";
+const KNOWN_OPERATION_DIGEST = "0x55f29c0f240cc88c6a3fe70e5717b953f0eff92f8b4c63d69fa36d01c6bdd213";
 
 describe("paymaster gas limits", () => {
   test("PAYMASTER_GAS_LIMITS covers the verification gas both modes measure, with at least 20% headroom, and no postOp", async () => {
@@ -524,6 +524,20 @@ describe("refused call authorizations", () => {
     await assertRefused(op, "AA34 signature error");
   });
 
+  test("refuses an operation whose preVerificationGas exceeds maxPreVerificationGas by 1 (AA34)", async () => {
+    const op = await opFor({
+      authorization: { maxPreVerificationGas: devnetUserOpGas.preVerificationGas - 1n },
+    });
+    await assertRefused(op, "AA34 signature error");
+  });
+
+  test("refuses an initCode other than the one signed, and an initCode where none was signed (AA34)", async () => {
+    // The first operation deploys the account; the authorization signs another factory call.
+    const other = concatHex([stack.accountFactory, "0xc0ffee"]);
+    await assertRefused(await opFor({ authorization: { initCode: other } }), "AA34 signature error");
+    await assertRefused(await opFor({ authorization: { initCode: "0x" } }), "AA34 signature error");
+  });
+
   for (const mode of MODES) {
     test(`${mode} authorization: refuses paymaster gas limits other than the signed ones (AA34)`, async () => {
       const more = {
@@ -585,15 +599,15 @@ describe("malformed paymasterAndData or callData reverts (AA33)", () => {
   const cases: [string, SponsoredOpParams["tamper"], string, (op: SponsoredOp) => unknown[]][] = [
     [
       "truncated by one byte",
-      withPaymasterAndData((d) => slice(d, 0, 209)),
+      withPaymasterAndData((d) => slice(d, 0, 257)),
       "MalformedPaymasterData",
-      () => [209n],
+      () => [257n],
     ],
     [
       "one byte too long",
       withPaymasterAndData((d) => concatHex([d, "0x00"])),
       "MalformedPaymasterData",
-      () => [211n],
+      () => [259n],
     ],
     [
       "only the EntryPoint's 52 bytes",
@@ -605,13 +619,13 @@ describe("malformed paymasterAndData or callData reverts (AA33)", () => {
       "an unknown mode",
       withPaymasterAndData((d) => splice(d, 52, 53, "0x02")),
       "MalformedPaymasterData",
-      () => [210n],
+      () => [258n],
     ],
     [
       "a call payload labelled as a whole-operation one",
       withPaymasterAndData((d) => splice(d, 52, 53, "0x01")),
       "MalformedPaymasterData",
-      () => [210n],
+      () => [258n],
     ],
     [
       "an empty window (validUntil = validAfter)",
@@ -629,13 +643,13 @@ describe("malformed paymasterAndData or callData reverts (AA33)", () => {
     });
   }
 
-  test("refuses a whole-operation payload with a call payload's length (162-byte mode relabelled)", async () => {
+  test("refuses a whole-operation payload with a call payload's length (194-byte mode relabelled)", async () => {
     const op = await opFor({
       mode: "operation",
       tamper: withPaymasterAndData((d) => splice(d, 52, 53, "0x00")),
     });
     const decoded = paymasterError(await assertRefused(op, "AA33 reverted"));
-    assert.deepEqual([decoded.errorName, decoded.args], ["MalformedPaymasterData", [162n]]);
+    assert.deepEqual([decoded.errorName, decoded.args], ["MalformedPaymasterData", [194n]]);
   });
 
   test("refuses call-mode callData that is not SimpleAccount.execute: NotExecuteCall", async () => {
@@ -666,6 +680,28 @@ describe("malformed paymasterAndData or callData reverts (AA33)", () => {
       assert.equal(paymasterError(await assertRefused(op, "AA33 reverted")).errorName, "MalformedCallData");
     }
   });
+});
+
+describe("the sender's code is bound: EXTCODEHASH(sender) must be the signed senderCodeHash", () => {
+  for (const mode of MODES) {
+    test(`${mode} authorization: the verified code hash runs; any other hash is refused (AA34); zero binds nothing`, async () => {
+      const owner = randomAccount();
+      // The first operation deploys the account (its code hash unbound: its initCode is signed).
+      const first = await opFor({ owner, mode });
+      await handleOps(chain.publicClient, bundler(), stack.entryPoint, [first.userOp]);
+      const code = await chain.publicClient.getCode({ address: first.sender });
+      assert.ok(code && code !== "0x");
+      const codeHash = keccak256(code);
+
+      const wrong = await opFor({ owner, mode, authorization: { senderCodeHash: keccak256("0x00") } });
+      await assertRefused(wrong, "AA34 signature error", 1n);
+
+      const bound = await opFor({ owner, mode, authorization: { senderCodeHash: codeHash } });
+      const receipt = await handleOps(chain.publicClient, bundler(), stack.entryPoint, [bound.userOp]);
+      assert.equal(receiptEvents(receipt.logs).userOps[0]?.args.success, true);
+      assert.equal(await itemCount(bound.sender), 2n);
+    });
+  }
 });
 
 describe("refused whole-operation authorizations: any field changed after signing (AA34)", () => {

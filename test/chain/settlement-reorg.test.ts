@@ -31,7 +31,7 @@ import {
   totalGas,
   userOpWith,
 } from "../support/chain-service.ts";
-import { randomAccount } from "../support/userop.ts";
+import { accountInitCode, randomAccount } from "../support/userop.ts";
 
 const CONFIRMATIONS = 1;
 const OPERATOR = "ops@example.com";
@@ -80,6 +80,7 @@ async function sponsoredMint() {
     target: stack.gameItems,
     selector: MINT_SELECTOR,
     estimatedGas: totalGas(),
+    initCode: accountInitCode(stack.accountFactory, owner.address),
   });
   const { userOp } = await userOpWith(chain, stack, owner, {
     target: stack.gameItems,

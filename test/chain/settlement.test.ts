@@ -34,6 +34,7 @@ import {
   mintCall,
   type Project,
   paymasterDeposit,
+  sponsorUnknownAccounts,
   totalGas,
   watcherClient,
 } from "../support/chain-service.ts";
@@ -401,6 +402,8 @@ describe("settling sponsored operations", () => {
     // An account that ends every call in 2 KB of revert data, with limits so tight that the
     // EntryPoint's charge exceeds the prefund: no postOp could run here, and v2 needs none.
     const sender = await deployAdversarialAccount(chain, 2_048n);
+    // Hostile code the registry does not know: the project sponsors it on caps alone.
+    await sponsorUnknownAccounts(t, p);
     // Equal fees make the EntryPoint charge exactly maxFeePerGas per gas, the prefund's price;
     // the priority fee ceiling (the node's suggestion) is within both of the authorization's ceilings.
     const priorityWei = BigInt(await chain.publicClient.request({ method: "eth_maxPriorityFeePerGas" }));

@@ -165,8 +165,14 @@ describe("the rotation procedure through the service (EntryPoint v0.7)", () => {
     // In flight: issued by the service running with the old key, not yet submitted.
     const landsLater = await mintFor();
     const outlivesDeadline = await mintFor();
-    assert.equal(await recoveredSigner(landsLater.auth, landsLater.sender), oldSigner);
-    assert.equal(await recoveredSigner(outlivesDeadline.auth, outlivesDeadline.sender), oldSigner);
+    assert.equal(
+      await recoveredSigner(landsLater.auth, landsLater.sender, landsLater.userOp.initCode),
+      oldSigner,
+    );
+    assert.equal(
+      await recoveredSigner(outlivesDeadline.auth, outlivesDeadline.sender, outlivesDeadline.userOp.initCode),
+      oldSigner,
+    );
 
     // (a) The operator rotates, keeping the old key for 600 s (production: the longest TTL + a margin).
     const before = await latestTimestampSec(chain);
@@ -184,7 +190,7 @@ describe("the rotation procedure through the service (EntryPoint v0.7)", () => {
     await t.close();
     t = await startService(newKey);
     const fresh = await mintFor();
-    assert.equal(await recoveredSigner(fresh.auth, fresh.sender), newSigner);
+    assert.equal(await recoveredSigner(fresh.auth, fresh.sender, fresh.userOp.initCode), newSigner);
 
     const receipt = await handleOps(chain.publicClient, bundler(), stack.entryPoint, [
       landsLater.userOp,
@@ -239,7 +245,7 @@ describe("the rotation procedure through the service (EntryPoint v0.7)", () => {
 });
 
 /** The key that signed the service's call authorization for `sender`. */
-function recoveredSigner(auth: Authorization, sender: Address): Promise<Address> {
+function recoveredSigner(auth: Authorization, sender: Address, initCode: Hex): Promise<Address> {
   const decoded = decodePaymasterAndData(auth.paymasterAndData);
   assert.ok(decoded && decoded.mode === "call");
   const digest = callSponsorshipDigest(
@@ -248,7 +254,7 @@ function recoveredSigner(auth: Authorization, sender: Address): Promise<Address>
     {
       sender,
       senderCodeHash: decoded.senderCodeHash,
-      initCode: "0x",
+      initCode,
       target: stack.gameItems,
       selector: MINT_SELECTOR,
       maxTotalGas: decoded.maxTotalGas,

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { toSimpleSmartAccount } from "permissionless/accounts";
-import { type Address, encodeFunctionData, type Hex, http, parseEther } from "viem";
+import { type Address, concatHex, encodeFunctionData, type Hex, http, parseEther } from "viem";
 import {
   createBundlerClient,
   type GetPaymasterDataParameters,
@@ -100,6 +100,7 @@ function servicePaymaster(authorizations: Authorization[]) {
         target: stack.gameItems,
         selector: MINT_SELECTOR,
         estimatedGas,
+        initCode: op.factory ? concatHex([op.factory, op.factoryData ?? "0x"]) : undefined,
       });
       authorizations.push(auth);
       const min = (a: bigint, b: bigint) => (a < b ? a : b);

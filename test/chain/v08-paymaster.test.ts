@@ -373,7 +373,7 @@ describe("both builds verify the digests the service computes", () => {
       );
     }
     assert.equal(seen.size, 1);
-    assert.deepEqual(JSON.parse([...seen][0]!).slice(2), ["SponsorPaymaster", "2"]);
+    assert.deepEqual(JSON.parse([...seen][0]!).slice(2), ["SponsorPaymaster", "3"]);
   });
 
   test("an EIP-7702 operation: v0.8 binds keccak256(delegate ‖ initCode[20:]) in either spelling of the marker, pinned", async () => {
@@ -509,7 +509,7 @@ function operationDigestByHand(
   return keccak256(concatHex(["0x1901", domainSeparator, structHash]));
 }
 
-const KNOWN_EIP7702_OPERATION_DIGEST = "0x9c62bda4422b65f4f8705648bd5906fa6543444d044699c6e92ce304e1e3c3e3";
+const KNOWN_EIP7702_OPERATION_DIGEST = "0x935d3244dfb0db1452267da5d62bc530d113555cb871f278d9a4efbaf9f79f5d";
 
 describe("sponsored operations through EntryPoint v0.8", () => {
   const kinds = [

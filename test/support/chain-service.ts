@@ -90,6 +90,20 @@ export interface Authorization {
   senderCodeHash: Hex;
 }
 
+/**
+ * Lets the project sponsor senders whose code the service does not know, on cost caps alone
+ * (`unknown_accounts: caps_only`): for tests whose accounts are hostile code by design.
+ */
+export async function sponsorUnknownAccounts(t: TestApp, p: Project): Promise<void> {
+  const res = await t.request({
+    method: "PATCH",
+    url: `/projects/${p.projectId}`,
+    token: p.ownerToken,
+    payload: { unknownAccounts: "caps_only" },
+  });
+  assert.equal(res.statusCode, 200, res.body);
+}
+
 /** Account gas limits with the fees set to an authorization's ceilings (the most it allows). */
 export function gasFor(auth: Authorization, limits: UserOpGas = devnetUserOpGas): UserOpGas {
   return {

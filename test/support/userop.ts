@@ -1,7 +1,7 @@
 /**
  * Test-side helpers for sponsored user operations. The account and bundler mechanics live in
  * ./chain/userop.ts (shared with the demo); this file adds a stand-in for the service: it signs
- * a version 2 authorization (a call authorization, mode 0, or a whole-operation authorization,
+ * a version 3 authorization (a call authorization, mode 0, or a whole-operation authorization,
  * mode 1) with a local key and assembles a complete, signed operation.
  *
  * The signature is made with viem's signTypedData from the typed-data description, not from the

@@ -17,9 +17,11 @@
  * the operation is for. Code is matched by its masked keccak (bytecode.ts) against the registry
  * generated from the release packages (known-code.ts).
  */
+
 import assert from "node:assert/strict";
 import { type Address, type Hex, isAddress, isAddressEqual, keccak256, zeroHash } from "viem";
 import { Lru } from "../../api-keys/lru.ts";
+import { isEip7702InitCode } from "../../paymaster/digest.ts";
 import { delegationDesignator, wordToAddress } from "./bytecode.ts";
 import { checkModularAccount } from "./erc7579.ts";
 import {
@@ -77,8 +79,6 @@ const DEFAULT_MAX_VERDICTS = 10_000;
 const DEFAULT_MAX_CODES = 10_000;
 /** Larger initCode is not a creation call of any known factory (a Safe's is about 600 bytes). */
 const MAX_INIT_CODE_BYTES = 16 * 1024;
-/** EntryPoint v0.8's INITCODE_EIP7702_MARKER: bytes20(bytes2(0x7702)). */
-const EIP7702_MARKER = `7702${"0".repeat(36)}`;
 /** ERC-1967's implementation slot: keccak256("eip1967.proxy.implementation") − 1. */
 const ERC1967_IMPLEMENTATION_SLOT: Hex = "0x360894a13ba1a3210667c828492db98dca3e2076cc3735a920a3ca505d382bbc";
 const HEX_BYTES = /^0x(?:[0-9a-fA-F]{2})*$/;
@@ -153,7 +153,8 @@ async function resolveUncached(r: Resolution): Promise<SenderCode> {
 async function resolveSender(r: Resolution): Promise<SenderCode> {
   const { q } = r;
   const initCode = q.initCode.toLowerCase();
-  const marker = initCode.slice(2, 42) === EIP7702_MARKER;
+  // Both spellings EntryPoint v0.8 accepts: 0x7702 alone, or padded to 20 bytes (and more after).
+  const marker = isEip7702InitCode(initCode as Hex);
   if (marker && initCode.length > 42) {
     return refused("the EIP-7702 initCode carries an initialization call, which no known account takes");
   }
