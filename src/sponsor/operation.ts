@@ -329,7 +329,11 @@ async function checkOperation(
   if (code.kind === "refused") return refuse(code.code, code.detail);
   if (final) {
     const ceiling = operationPreVerificationCeiling(
-      { initCode: initCodeOf(userOp), callData: userOp.callData },
+      {
+        initCode: initCodeOf(userOp),
+        callData: userOp.callData,
+        eip7702Authorization: userOp.eip7702Delegate !== null,
+      },
       PAYMASTER_AND_DATA_SIZE.operation,
       deps.config.preVerification,
     );

@@ -16,6 +16,8 @@
  *           + 16 × bytes + 4 × words      the operation's share of the transaction's calldata,
  *                                         every byte priced as non-zero (EIP-2028), plus the
  *                                         reference bundler's 4 gas per 32-byte word
+ *           + 25,000                      only for an operation carrying an EIP-7702
+ *                                         authorization: what EIP-7702 charges the bundle for it
  *
  * where `bytes` is the operation's ABI encoding inside handleOps: 14 fixed words (its offset in
  * the array, 9 head words, 4 length words) and its four byte strings, each padded to whole words.
@@ -43,9 +45,15 @@ export interface PreVerificationBounds {
 }
 
 export const DEFAULT_PRE_VERIFICATION_BOUNDS: PreVerificationBounds = {
-  callDataBytes: 512,
-  signatureBytes: 256,
+  callDataBytes: 256,
+  signatureBytes: 160,
 };
+
+/**
+ * EIP-7702's charge per authorization in the bundle transaction (PER_EMPTY_ACCOUNT_COST): an
+ * operation that carries `eip7702Auth` makes the bundler add one, and pays for it here.
+ */
+const EIP7702_AUTHORIZATION_GAS = 25_000n;
 
 const TX_BASE_GAS = 21_000n;
 const PER_OPERATION_GAS = 18_300n;
@@ -86,18 +94,22 @@ export function callPreVerificationCeiling(
   });
 }
 
-/** Mode 1: everything is known but the signature, which comes from the allowance. */
+/**
+ * Mode 1: everything is known but the signature, which comes from the allowance; an operation
+ * that carries an EIP-7702 authorization also pays for the one it adds to the bundle.
+ */
 export function operationPreVerificationCeiling(
-  op: { initCode: Hex; callData: Hex },
+  op: { initCode: Hex; callData: Hex; eip7702Authorization: boolean },
   paymasterAndDataBytes: number,
   bounds: PreVerificationBounds,
 ): bigint {
-  return preVerificationCeiling({
+  const ceiling = preVerificationCeiling({
     initCodeBytes: byteLength(op.initCode),
     callDataBytes: byteLength(op.callData),
     paymasterAndDataBytes,
     signatureBytes: bounds.signatureBytes,
   });
+  return op.eip7702Authorization ? ceiling + EIP7702_AUTHORIZATION_GAS : ceiling;
 }
 
 function wordsOf(bytes: number): number {

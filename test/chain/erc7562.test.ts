@@ -292,10 +292,12 @@ describe("ERC-7562: the staked SponsorPaymaster, by a trace of handleOps on anvi
         );
         const opcodes = phaseOpcodes(phase);
         assert.ok((opcodes.LOG4 ?? 0) > 0, "SponsorshipUsed");
+        // EXTCODEHASH of the sender when the code hash is bound (the sender is an entity: its
+        // code may be read), and the ecrecover precompile; no other code.
         assert.deepEqual(
           phase.code.map((c) => [c.op, hexToBigInt(c.address)]),
-          [["STATICCALL", 1n]],
-          "ecrecover, and no other code used",
+          [...(code ? [["EXTCODEHASH", hexToBigInt(op.sender)]] : []), ["STATICCALL", 1n]],
+          "EXTCODEHASH(sender) when bound, ecrecover, and no other code used",
         );
         const validationData = paymasterValidationData(result);
         assert.equal(validationData & 1n, 0n, "the authorization's signature is valid");
