@@ -84,7 +84,7 @@ export function encodePaymasterAndData(data: PaymasterAndData): Hex {
     writeUint(out, CEILINGS_OFFSET + 48, 16, data.maxPriorityFeePerGasWei);
   }
   writeFixed(out, out.length - SIGNATURE_SIZE, SIGNATURE_SIZE, data.signature);
-  return bytesToHex(out);
+  return `0x${Buffer.from(out.buffer, out.byteOffset, out.byteLength).toString("hex")}`;
 }
 
 /** paymasterAndData for a signed call authorization (sender, initCode, target and selector are not carried). */
@@ -238,8 +238,12 @@ function readUint(bytes: Uint8Array, offset: number, size: number): bigint {
   return value;
 }
 
+/** Node's hex codec, checked first: on the authorize path, four times per request. */
 function writeFixed(out: Uint8Array, offset: number, size: number, value: Hex) {
-  const bytes = hexToBytes(value);
-  if (bytes.length !== size) throw new Error(`expected ${size} bytes, got ${bytes.length}`);
-  out.set(bytes, offset);
+  if (typeof value !== "string" || value.length !== 2 + 2 * size || !HEX.test(value)) {
+    throw new Error(`expected ${size} bytes of hex, got ${String(value).slice(0, 80)}`);
+  }
+  out.set(Buffer.from(value.slice(2), "hex"), offset);
 }
+
+const HEX = /^0x[0-9a-fA-F]*$/;

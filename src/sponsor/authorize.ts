@@ -91,7 +91,7 @@ export async function quoteCall(
     fees: deps.feeCeilings(req.chainId),
   });
   if (q.kind === "denied") return q;
-  const code = await verifySenderCode(
+  const verdict = verifySenderCode(
     deps.senderCode,
     {
       chainId: req.chainId,
@@ -103,6 +103,8 @@ export async function quoteCall(
     terms.unknownAccounts,
     { kind: "single_execute" },
   );
+  // A cached verdict comes back as a value: no await, no extra turn of the event loop.
+  const code = verdict instanceof Promise ? await verdict : verdict;
   if (code.kind === "refused") return refused(code.code, code.detail);
   const maxPreVerificationGas = callPreVerificationCeiling(
     req.initCode,

@@ -10,7 +10,12 @@
  */
 import type { Hex } from "viem";
 import type { AccountEncoding } from "../accounts/calls.ts";
-import type { KnownImplementation, SenderCodeQuery, SenderCodeResolver } from "../accounts/code/resolve.ts";
+import type {
+  KnownImplementation,
+  SenderCode,
+  SenderCodeQuery,
+  SenderCodeResolver,
+} from "../accounts/code/resolve.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import { ZERO_HASH } from "../paymaster/layout.ts";
 
@@ -35,13 +40,22 @@ export type CodeNeed =
   /** Mode 1: the encoding the callData was decoded with. */
   | { kind: "encoding"; encoding: AccountEncoding };
 
-export async function verifySenderCode(
+/**
+ * The verdict for a query: synchronously from the resolver's cache when it holds a fresh answer
+ * (every request after a sender's first, within the staleness window), else after resolving.
+ */
+export function verifySenderCode(
   resolver: SenderCodeResolver,
   query: SenderCodeQuery,
   unknownAccounts: UnknownAccounts,
   need: CodeNeed,
-): Promise<SenderCodeVerdict> {
-  const code = await resolver.resolve(query);
+): SenderCodeVerdict | Promise<SenderCodeVerdict> {
+  const cached = resolver.peek?.(query);
+  if (cached) return judge(cached, unknownAccounts, need);
+  return resolver.resolve(query).then((code) => judge(code, unknownAccounts, need));
+}
+
+function judge(code: SenderCode, unknownAccounts: UnknownAccounts, need: CodeNeed): SenderCodeVerdict {
   if (code.kind === "known") {
     const { implementation } = code;
     if (need.kind === "single_execute" && !implementation.singleExecute) {
