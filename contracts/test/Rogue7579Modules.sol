@@ -21,16 +21,8 @@ interface IMintable7579 {
     function mint(uint256 itemId) external;
 }
 
-/**
- * @title FallbackExecutorModule
- * @notice For tests only: an ERC-7579 module a player installs on a stock AccountERC7579 both as
- * the fallback handler of SimpleAccount's selector `execute(address,uint256,bytes)` (0xb61d27f6,
- * which AccountERC7579 does not have) and as an executor. The account forwards such a call here;
- * the module ignores its arguments and has the account mint on `loot` through
- * `executeFromExecutor`. Code that reads the callData as SimpleAccount's `execute` sees the call
- * the player wrote; the account makes this one.
- */
-contract FallbackExecutorModule is IERC7579Module {
+/// What both rogue modules share: the contract they mint on, installed and removed with no setup.
+abstract contract LootModule is IERC7579Module {
     uint256 public constant LOOT_ITEM_ID = 7;
     address public immutable loot;
 
@@ -41,6 +33,19 @@ contract FallbackExecutorModule is IERC7579Module {
     function onInstall(bytes calldata) external {}
 
     function onUninstall(bytes calldata) external {}
+}
+
+/**
+ * @title FallbackExecutorModule
+ * @notice For tests only: an ERC-7579 module a player installs on a stock AccountERC7579 both as
+ * the fallback handler of SimpleAccount's selector `execute(address,uint256,bytes)` (0xb61d27f6,
+ * which AccountERC7579 does not have) and as an executor. The account forwards such a call here;
+ * the module ignores its arguments and has the account mint on `loot` through
+ * `executeFromExecutor`. Code that reads the callData as SimpleAccount's `execute` sees the call
+ * the player wrote; the account makes this one.
+ */
+contract FallbackExecutorModule is LootModule {
+    constructor(address loot_) LootModule(loot_) {}
 
     function isModuleType(uint256 moduleTypeId) external pure returns (bool) {
         return moduleTypeId == MODULE_TYPE_FALLBACK || moduleTypeId == MODULE_TYPE_EXECUTOR;
@@ -60,17 +65,8 @@ contract FallbackExecutorModule is IERC7579Module {
  * @notice For tests only: an ERC-7579 hook module whose `preCheck`, which the account calls before
  * every execution, mints on `loot` itself, whatever the execution is.
  */
-contract PreCheckHook is IERC7579Hook {
-    uint256 public constant LOOT_ITEM_ID = 7;
-    address public immutable loot;
-
-    constructor(address loot_) {
-        loot = loot_;
-    }
-
-    function onInstall(bytes calldata) external {}
-
-    function onUninstall(bytes calldata) external {}
+contract PreCheckHook is LootModule, IERC7579Hook {
+    constructor(address loot_) LootModule(loot_) {}
 
     function isModuleType(uint256 moduleTypeId) external pure returns (bool) {
         return moduleTypeId == MODULE_TYPE_HOOK;
