@@ -10,7 +10,7 @@
  * hash of an EIP-7702 operation, which only v0.8 can run (operationInitCodeHash).
  */
 import { createRequire } from "node:module";
-import { type Address, bytesToHex, type Hex, hashDomain, hexToBytes, toHex } from "viem";
+import { type Address, bytesToHex, type Hex, hashDomain, hexToBytes } from "viem";
 import type { PackedUserOperation } from "viem/account-abstraction";
 import type { PaymasterGasLimits } from "./gas.ts";
 

@@ -27,7 +27,7 @@ import {
 import { ruleRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
 import { type Quote, quote } from "./policy.ts";
-import { callPreVerificationCeiling, type PreVerificationBounds } from "./pre-verification.ts";
+import { callPreVerificationCeiling } from "./pre-verification.ts";
 import type { FeeCeilings } from "./pricing.ts";
 import { type UnknownAccounts, verifySenderCode } from "./sender-code.ts";
 import type { Signer } from "./signer.ts";
