@@ -16,6 +16,7 @@ import {
   allowlist,
   MINT_SELECTOR,
   type ServiceOnChain,
+  sponsorUnknownAccounts,
   startServiceOnChain,
   totalGas,
 } from "./support/chain-service.ts";
@@ -280,6 +281,8 @@ describe("/metrics after some traffic, on a chain with the watchers running", ()
     s.t.services.readiness.push(...watchers.probes);
     watchers.start();
     p = await seedProject(s.t);
+    // USER is an address with no code: the project sponsors it on caps alone.
+    await sponsorUnknownAccounts(s.t, p);
     await allowlist(s.t, p, s.stack.gameItems, MINT_SELECTOR);
     await creditDeposit(s.t.db, {
       projectId: p.projectId,
