@@ -285,9 +285,9 @@ describe("one process per embedded DATA_DIR", () => {
 /** A funded project with an API key and an allowlisted (TARGET, SELECTOR), made through the API. */
 async function seedProject(server: ServerProcess, dataDir: string) {
   const token = await (await localIssuer(dataDir)).issue("process-test@example.com");
-  const call = async (path: string, body: unknown) => {
+  const call = async (path: string, body: unknown, method = "POST") => {
     const res = await fetch(`${server.baseUrl}${path}`, {
-      method: "POST",
+      method,
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
       body: JSON.stringify(body),
     });
@@ -299,6 +299,8 @@ async function seedProject(server: ServerProcess, dataDir: string) {
   await call("/orgs", { name: slug, slug });
   const projectId = `proc-${randomBytes(4).toString("hex")}`;
   await call("/projects", { id: projectId, name: "Process test", owner: slug });
+  // The test's senders have no code: the project sponsors them on caps alone.
+  await call(`/projects/${projectId}`, { unknownAccounts: "caps_only" }, "PATCH");
   const key = await call(`/projects/${projectId}/apikeys`, { rateLimit: 1_000_000 });
   await call(`/projects/${projectId}/allowlist`, { targetContract: TARGET, functionSelector: SELECTOR });
   return { projectId, apiKey: String(key.apiKey) };

@@ -19,6 +19,7 @@ import { creditDeposit } from "../src/ledger/ledger.ts";
 import { seedProject, startTestApp, TEST_SIGNER_KEY, type TestApp, type TestDb } from "./support/app.ts";
 import { type DevChain, startChain } from "./support/chain/anvil.ts";
 import { type DevnetStack, deployStack } from "./support/chain/devnet.ts";
+import { sponsorUnknownAccounts } from "./support/chain-service.ts";
 import { freePort, type PgCluster, startPgCluster } from "./support/pg-cluster.ts";
 
 const GAME = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
@@ -67,6 +68,8 @@ before(async () => {
   await watchers.chains[0]!.deposits.tick();
   for (const s of watchers.chains[0]!.settlements) await s.watcher.tick();
   project = await seedProject(t);
+  // USER has no code on the test chain: the project sponsors it on caps alone.
+  await sponsorUnknownAccounts(t, project);
   const allow = await t.request({
     method: "POST",
     url: `/projects/${project.projectId}/allowlist`,
