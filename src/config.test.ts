@@ -68,13 +68,16 @@ describe("loadConfig", () => {
     );
   });
 
-  it("bounds the margin, the refresh, the staleness bound, the floor and the clock skew", () => {
+  it("bounds the margin, the refresh, the staleness bound, the floor, the clock skew and the code check's settings", () => {
     const bad = {
       CHAIN_14601_FEE_MARGIN_PERCENT: "1001",
       CHAIN_14601_FEE_REFRESH_MS: "10",
       CHAIN_14601_FEE_MAX_AGE_MS: "-1",
       CHAIN_14601_MIN_FEE_PER_GAS_WEI: "0",
       CLOCK_SKEW_SEC: "3601",
+      SENDER_CODE_TTL_MS: "3600001",
+      MAX_CALL_DATA_BYTES: "3",
+      MAX_SIGNATURE_BYTES: "64",
     };
     assert.throws(
       () => loadConfig(bad),
