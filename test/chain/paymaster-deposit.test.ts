@@ -40,6 +40,9 @@ before(async () => {
   await watchers.chains[0]!.deposits.tick();
   for (const pair of watchers.chains[0]!.settlements) await pair.watcher.tick();
   p = await seedProject(s.t);
+  // The tests authorize for an EOA (no account code): the project sponsors unknown senders on
+  // caps alone, set before any authorization (the service caches a project's terms briefly).
+  await sponsorUnknownAccounts(s.t, p);
   await allowlist(s.t, p, s.stack.gameItems, MINT_SELECTOR);
   operatorToken = await s.t.token(OPERATOR);
 });
@@ -156,8 +159,6 @@ describe("the paymasters' EntryPoint deposits against the tanks and open reserva
   });
 
   it("short when the v0.7 paymaster cannot pay what it authorized: one error line, metric 2, parity says so", async () => {
-    // An EOA: no account code, so the project sponsors unknown senders on caps alone.
-    await sponsorUnknownAccounts(s.t, p);
     const user = s.chain.wallets[3]!.account.address;
     const auths = [];
     for (let i = 0; i < 2; i++)

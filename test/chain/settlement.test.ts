@@ -89,6 +89,10 @@ before(async () => {
   });
   operatorToken = await t.token(OPERATOR);
   p = await seedProject(t);
+  // One test's account is hostile code the registry does not know (an AdversarialAccount): the
+  // project sponsors unknown accounts on caps alone. Known accounts stay bound. Set before any
+  // authorization, since the service caches a project's terms for KEY_CACHE_TTL_MS.
+  await sponsorUnknownAccounts(t, p);
   await allowlist(t, p, stack.gameItems, MINT_SELECTOR);
   await allowlist(t, p, stack.gameItems, FAIL_SELECTOR);
   const hash = await chain.wallets[3]!.sendTransaction({
@@ -402,8 +406,6 @@ describe("settling sponsored operations", () => {
     // An account that ends every call in 2 KB of revert data, with limits so tight that the
     // EntryPoint's charge exceeds the prefund: no postOp could run here, and v2 needs none.
     const sender = await deployAdversarialAccount(chain, 2_048n);
-    // Hostile code the registry does not know: the project sponsors it on caps alone.
-    await sponsorUnknownAccounts(t, p);
     // Equal fees make the EntryPoint charge exactly maxFeePerGas per gas, the prefund's price;
     // the priority fee ceiling (the node's suggestion) is within both of the authorization's ceilings.
     const priorityWei = BigInt(await chain.publicClient.request({ method: "eth_maxPriorityFeePerGas" }));
