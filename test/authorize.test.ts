@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { type Address, type Hex, hashTypedData, recoverAddress } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
@@ -7,7 +6,14 @@ import { fixedFeeOracle } from "../src/chains/fee-oracle.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { callSponsorshipDigest, callSponsorshipTypedData } from "../src/paymaster/digest.ts";
 import { decodePaymasterAndData } from "../src/paymaster/layout.ts";
-import { seedProject, startTestApp, TEST_PAYMASTER, TEST_SIGNER_KEY, type TestApp } from "./support/app.ts";
+import {
+  fundedProject as fundedProjectIn,
+  seedProject,
+  startTestApp,
+  TEST_PAYMASTER,
+  TEST_SIGNER_KEY,
+  type TestApp,
+} from "./support/app.ts";
 
 const GAME = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
 const MINT = "0xa0712d68";
@@ -27,23 +33,8 @@ after(() => t.close());
 /** The store of the main test app, for a second instance with other settings. */
 const sharedDb = () => ({ db: t.db, schema: null, drop: async () => {} });
 
-async function fundedProject(balanceWei: bigint, opts: Parameters<typeof seedProject>[1] = {}) {
-  const p = await seedProject(t, opts);
-  const allow = await t.request({
-    method: "POST",
-    url: `/projects/${p.projectId}/allowlist`,
-    token: p.ownerToken,
-    payload: { targetContract: GAME, functionSelector: MINT },
-  });
-  assert.equal(allow.statusCode, 201);
-  if (balanceWei > 0n) {
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      reference: `test:${randomBytes(8).toString("hex")}`,
-      amountWei: balanceWei,
-    });
-  }
-  return p;
+function fundedProject(balanceWei: bigint, opts: Parameters<typeof seedProject>[1] = {}) {
+  return fundedProjectIn(t, { target: GAME, selector: MINT }, balanceWei, opts);
 }
 
 function authorize(apiKey: string | undefined, body: Record<string, unknown>) {

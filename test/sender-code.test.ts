@@ -6,14 +6,12 @@
  * test/chain/attack-*.test.ts.
  */
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import type { Hex } from "viem";
 import { IMPLEMENTATION_RULES } from "../src/accounts/code/implementations.ts";
 import type { SenderCode, SenderCodeQuery, SenderCodeResolver } from "../src/accounts/code/resolve.ts";
-import { creditDeposit } from "../src/ledger/ledger.ts";
 import { decodePaymasterAndData, ZERO_HASH } from "../src/paymaster/layout.ts";
-import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+import { fundedProject, startTestApp, type TestApp } from "./support/app.ts";
 
 const GAME = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
 const MINT = "0xa0712d68";
@@ -64,24 +62,9 @@ before(async () => {
 });
 after(() => t.close());
 
-async function fundedProject() {
-  const p = await seedProject(t);
-  const allow = await t.request({
-    method: "POST",
-    url: `/projects/${p.projectId}/allowlist`,
-    token: p.ownerToken,
-    payload: { targetContract: GAME, functionSelector: MINT },
-  });
-  assert.equal(allow.statusCode, 201);
-  await creditDeposit(t.db, {
-    projectId: p.projectId,
-    reference: `test:${randomBytes(8).toString("hex")}`,
-    amountWei: 10n ** 18n,
-  });
-  return p;
-}
+const newProject = () => fundedProject(t, { target: GAME, selector: MINT }, 10n ** 18n);
 
-type Project = Awaited<ReturnType<typeof fundedProject>>;
+type Project = Awaited<ReturnType<typeof newProject>>;
 
 function authorize(p: Project, user: string, extra: Record<string, unknown> = {}) {
   return t.request({
@@ -111,7 +94,7 @@ async function balance(p: Project): Promise<bigint> {
 
 describe("POST /sponsor/authorize and the sender's code", () => {
   it("binds a known account's code hash and the ceiling on preVerificationGas, in the answer and in paymasterAndData", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const res = await authorize(p, KNOWN);
     assert.equal(res.statusCode, 200, res.body);
     const body = res.json();
@@ -125,7 +108,7 @@ describe("POST /sponsor/authorize and the sender's code", () => {
   });
 
   it("passes the initCode to the resolver and binds it: a first operation's ceiling grows with it", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const res = await authorize(p, KNOWN, { initCode: FACTORY_CALL });
     assert.equal(res.statusCode, 200, res.body);
     assert.equal(res.json().senderCodeHash, ZERO_HASH, "a counterfactual sender binds its initCode instead");
@@ -134,7 +117,7 @@ describe("POST /sponsor/authorize and the sender's code", () => {
   });
 
   it("refuses an unknown account with 403 account_not_supported, reserving nothing", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const before = await balance(p);
     const res = await authorize(p, UNKNOWN);
     assert.equal(res.statusCode, 403);
@@ -145,7 +128,7 @@ describe("POST /sponsor/authorize and the sender's code", () => {
   });
 
   it("refuses a known account whose code has no execute(address,uint256,bytes): call authorizations read the call out of it", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const res = await authorize(p, MODULAR);
     assert.equal(res.statusCode, 403);
     assert.equal(res.json().code, "account_not_supported");
@@ -153,7 +136,7 @@ describe("POST /sponsor/authorize and the sender's code", () => {
   });
 
   it("answers 503 chain_unavailable when the sender's code cannot be read, and reserves nothing", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const before = await balance(p);
     const res = await authorize(p, OFFLINE);
     assert.equal(res.statusCode, 503);
@@ -162,7 +145,7 @@ describe("POST /sponsor/authorize and the sender's code", () => {
   });
 
   it("POST /sponsor/check says what authorize would: account_not_supported", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const res = await t.request({
       method: "POST",
       url: "/sponsor/check",
@@ -181,7 +164,7 @@ describe("POST /sponsor/authorize and the sender's code", () => {
   });
 
   it("a malformed initCode is a 400 and never reaches the resolver", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const seen = queries.length;
     for (const initCode of ["0x1", "0xzz", "c0ffee", `0x${"00".repeat(24_577)}`]) {
       const res = await authorize(p, KNOWN, { initCode });
@@ -194,7 +177,7 @@ describe("POST /sponsor/authorize and the sender's code", () => {
 
 describe("the project's unknownAccounts setting", () => {
   it("is refuse by default, shown on the project, and only refuse or caps_only", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const got = await t.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.ownerToken });
     assert.equal(got.json().unknown_accounts, "refuse");
     for (const bad of ["any", "", null, true]) {
@@ -209,7 +192,7 @@ describe("the project's unknownAccounts setting", () => {
   });
 
   it("caps_only sponsors an unknown account with no code bound; a known one stays bound", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const patched = await t.request({
       method: "PATCH",
       url: `/projects/${p.projectId}`,
@@ -227,7 +210,7 @@ describe("the project's unknownAccounts setting", () => {
   });
 
   it("only an admin or owner changes it: a sponsor key cannot", async () => {
-    const p = await fundedProject();
+    const p = await newProject();
     const res = await t.request({
       method: "PATCH",
       url: `/projects/${p.projectId}`,

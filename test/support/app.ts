@@ -14,6 +14,7 @@ import { migrate } from "../../src/db/migrate.ts";
 import { openPglite } from "../../src/db/pglite.ts";
 import { openPostgres } from "../../src/db/postgres.ts";
 import { type LocalIssuer, localIssuer } from "../../src/identity/tokens.ts";
+import { creditDeposit } from "../../src/ledger/ledger.ts";
 import { ZERO_HASH } from "../../src/paymaster/layout.ts";
 import { wireServices } from "../../src/services.ts";
 import { responseValidator } from "./openapi.ts";
@@ -223,4 +224,32 @@ export async function seedProject(
     apiKey: (key.json() as { apiKey: string }).apiKey,
     depositAddress: (project.json() as { deposit_address: string }).deposit_address,
   };
+}
+
+/**
+ * A project (seedProject) whose allowlist holds one call and whose tank holds `tankWei`, credited
+ * straight to the ledger.
+ */
+export async function fundedProject(
+  t: TestApp,
+  call: { target: string; selector: string },
+  tankWei: bigint,
+  opts: Parameters<typeof seedProject>[1] = {},
+) {
+  const p = await seedProject(t, opts);
+  const allow = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/allowlist`,
+    token: p.ownerToken,
+    payload: { targetContract: call.target, functionSelector: call.selector },
+  });
+  assert.equal(allow.statusCode, 201, allow.body);
+  if (tankWei > 0n) {
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      reference: `test:${randomBytes(8).toString("hex")}`,
+      amountWei: tankWei,
+    });
+  }
+  return p;
 }
