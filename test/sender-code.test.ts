@@ -144,6 +144,19 @@ describe("POST /sponsor/authorize and the sender's code", () => {
     assert.equal(await balance(p), before);
   });
 
+  it("the refusals that need no chain come first: not allowlisted is 403 not_allowlisted, an empty tank 402, whatever the code", async () => {
+    const p = await newProject();
+    const other = await authorize(p, UNKNOWN, { selector: "0xdeadbeef" });
+    assert.deepEqual([other.statusCode, other.json().code], [403, "not_allowlisted"]);
+    const offline = await authorize(p, OFFLINE, { selector: "0xdeadbeef" });
+    assert.deepEqual([offline.statusCode, offline.json().code], [403, "not_allowlisted"]);
+    const empty = await fundedProject(t, { target: GAME, selector: MINT }, 0n);
+    for (const user of [UNKNOWN, OFFLINE]) {
+      const res = await authorize(empty, user);
+      assert.deepEqual([res.statusCode, res.json().code], [402, "insufficient_balance"], user);
+    }
+  });
+
   it("POST /sponsor/check says what authorize would: account_not_supported", async () => {
     const p = await newProject();
     const res = await t.request({

@@ -16,13 +16,14 @@ import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
 import type { Config } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ReservationBatcher } from "../ledger/batcher.ts";
-import type { Reservation } from "../ledger/ledger.ts";
+import type { Reservation, ReserveOutcome } from "../ledger/ledger.ts";
 import { type CallAuthorization, callSponsorshipDigest } from "../paymaster/digest.ts";
 import { PAYMASTER_GAS_LIMITS } from "../paymaster/gas.ts";
 import {
   encodeCallPaymasterAndData,
   PAYMASTER_AND_DATA_SIZE,
   PAYMASTER_DATA_OFFSET,
+  ZERO_HASH,
 } from "../paymaster/layout.ts";
 import { ruleRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
@@ -63,22 +64,29 @@ export interface AuthorizeDeps {
   feeCeilings(chainId: number): FeeCeilings | null;
   projectTerms(projectId: string): Promise<ProjectSponsorTerms>;
   senderCode: SenderCodeResolver;
+  /** Decides as the reservation would, writing nothing (ledger.dryRunReservation). */
+  dryRun(r: Reservation): Promise<ReserveOutcome>;
   /** The project's approval webhook (webhooks/approval.ts), asked before signing; absent: none. */
   approve?(req: ApprovalRequest): Promise<ApprovalOutcome>;
   now(): number;
 }
 
-type Quoted = Extract<Quote, { kind: "quote" }> & { senderCodeHash: Hex; maxPreVerificationGas: bigint };
+type Quoted = Extract<Quote, { kind: "quote" }> & {
+  senderCodeHash: Hex;
+  maxPreVerificationGas: bigint;
+  /** Why the sender's code cannot be sponsored; null when it can (sender-code.ts). */
+  codeRefusal: Refused | null;
+};
 
 /**
  * The price and window of a call authorization now (the chain, the project's TTL, the fee
- * ceilings), then the sender's code: what the authorization binds, or the refusal.
+ * ceilings), then the sender's code: what the authorization binds, or why it cannot be given.
  */
 export async function quoteCall(
   deps: Pick<AuthorizeDeps, "config" | "feeCeilings" | "projectTerms" | "senderCode">,
   req: AuthorizeRequest,
   nowMs: number,
-): Promise<Quoted | Extract<Quote, { kind: "denied" }> | Refused> {
+): Promise<Quoted | Extract<Quote, { kind: "denied" }>> {
   const chain = deps.config.chains.find((c) => c.chainId === req.chainId);
   const terms = await deps.projectTerms(req.projectId);
   const q = quote({
@@ -105,14 +113,55 @@ export async function quoteCall(
   );
   // A cached verdict comes back as a value: no await, no extra turn of the event loop.
   const code = verdict instanceof Promise ? await verdict : verdict;
-  if (code.kind === "refused") return refused(code.code, code.detail);
   const maxPreVerificationGas = callPreVerificationCeiling(
     req.initCode,
     PAYMASTER_AND_DATA_SIZE.call,
     deps.config.preVerification,
   );
-  return { ...q, senderCodeHash: code.codeHash, maxPreVerificationGas };
+  return code.kind === "refused"
+    ? { ...q, senderCodeHash: ZERO_HASH, maxPreVerificationGas, codeRefusal: refused(code.code, code.detail) }
+    : { ...q, senderCodeHash: code.codeHash, maxPreVerificationGas, codeRefusal: null };
 }
+
+/**
+ * The refusal for a sender whose code cannot be sponsored, after the refusals that need no chain:
+ * a call that is not allowlisted is still 403 not_allowlisted, a tank that cannot pay still 402,
+ * a policy still names its rule, as INTERFACE.md's rules say, whatever the sender's code. One
+ * dry run of the reservation, on the refusal path only.
+ */
+export async function codeRefusalOf(
+  deps: Pick<AuthorizeDeps, "dryRun">,
+  req: AuthorizeRequest,
+  q: Quoted & { codeRefusal: Refused },
+  nowMs: number,
+): Promise<Refused> {
+  const outcome = await deps.dryRun(callReservation(req, q, nowMs, NO_IDS));
+  return reservationRefusal(outcome) ?? q.codeRefusal;
+}
+
+/** What a reservation's outcome refuses, or null when it would reserve (or replay). */
+export function reservationRefusal(outcome: ReserveOutcome): Refused | null {
+  switch (outcome.kind) {
+    case "reserved":
+    case "replay":
+      return null;
+    case "not_allowlisted":
+      return refused("not_allowlisted", "the target contract and selector are not allowlisted");
+    case "insufficient_balance":
+      return refused("insufficient_balance", "the gas tank cannot cover maxGasCost");
+    default:
+      // A rule of the project's policies (the daily cap is one): the refusal names it.
+      return ruleRefusal(outcome)!;
+  }
+}
+
+/** The ids of a reservation that is only asked about, never stored. */
+export const NO_IDS = {
+  authId: ZERO_HASH,
+  clientNonce: null,
+  requestDigest: null,
+  response: null,
+} as const satisfies Pick<Reservation, "authId" | "clientNonce" | "requestDigest" | "response">;
 
 /** The reservation of a call authorization priced by `q` (authorize and its dry run share it). */
 export function callReservation(
@@ -143,8 +192,8 @@ export function callReservation(
 export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Promise<AuthorizeOutcome> {
   const nowMs = deps.now();
   const q = await quoteCall(deps, req, nowMs);
-  if (q.kind === "refused") return q;
   if (q.kind === "denied") return { kind: "refused", code: q.code, detail: q.detail };
+  if (q.codeRefusal) return codeRefusalOf(deps, req, { ...q, codeRefusal: q.codeRefusal }, nowMs);
   const approval = await deps.approve?.({
     projectId: req.projectId,
     mode: "call",
@@ -196,13 +245,8 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
         );
       }
       return { kind: "authorized", body: outcome.response, replayed: true };
-    case "not_allowlisted":
-      return refused("not_allowlisted", "the target contract and selector are not allowlisted");
-    case "insufficient_balance":
-      return refused("insufficient_balance", "the gas tank cannot cover maxGasCost");
     default:
-      // A rule of the project's policies (the daily cap is one): the refusal names it.
-      return ruleRefusal(outcome)!;
+      return reservationRefusal(outcome)!;
   }
 }
 

@@ -9,8 +9,14 @@ import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
 import type { Config } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { Reservation, ReserveOutcome } from "../ledger/ledger.ts";
-import { ruleRefusal } from "../policies/refusals.ts";
-import { type AuthorizeRequest, callReservation, type ProjectSponsorTerms, quoteCall } from "./authorize.ts";
+import {
+  type AuthorizeRequest,
+  callReservation,
+  NO_IDS,
+  type ProjectSponsorTerms,
+  quoteCall,
+  reservationRefusal,
+} from "./authorize.ts";
 import type { FeeCeilings } from "./pricing.ts";
 
 export type CheckOutcome =
@@ -29,31 +35,10 @@ export interface CheckDeps {
 export async function checkAuthorization(deps: CheckDeps, req: AuthorizeRequest): Promise<CheckOutcome> {
   const nowMs = deps.now();
   const q = await quoteCall(deps, req, nowMs);
-  if (q.kind === "refused") return { kind: "would_refuse", code: q.code, detail: q.detail, ruleId: null };
   if (q.kind === "denied") return { kind: "would_refuse", code: q.code, detail: q.detail, ruleId: null };
-  const outcome = await deps.dryRun(
-    callReservation(req, q, nowMs, {
-      authId: `0x${"0".repeat(64)}`,
-      clientNonce: null,
-      requestDigest: null,
-      response: null,
-    }),
-  );
-  switch (outcome.kind) {
-    case "reserved":
-    case "replay":
-      return { kind: "would_sponsor", maxGasCostWei: q.maxGasCostWei };
-    case "not_allowlisted":
-      return refusal("not_allowlisted", "the target contract and selector are not allowlisted");
-    case "insufficient_balance":
-      return refusal("insufficient_balance", "the gas tank cannot cover maxGasCost");
-    default: {
-      const r = ruleRefusal(outcome)!;
-      return { kind: "would_refuse", code: r.code, detail: r.detail, ruleId: r.ruleId };
-    }
-  }
-}
-
-function refusal(code: ErrorCode, detail: string): CheckOutcome {
-  return { kind: "would_refuse", code, detail, ruleId: null };
+  // The same order as authorize: the reservation's refusals first, then the sender's code.
+  const refusal =
+    reservationRefusal(await deps.dryRun(callReservation(req, q, nowMs, NO_IDS))) ?? q.codeRefusal;
+  if (!refusal) return { kind: "would_sponsor", maxGasCostWei: q.maxGasCostWei };
+  return { kind: "would_refuse", code: refusal.code, detail: refusal.detail, ruleId: refusal.ruleId ?? null };
 }

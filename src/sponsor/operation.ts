@@ -313,7 +313,23 @@ async function checkOperation(
   }
   const missing = await deps.firstNotAllowlisted(req.projectId, calls);
   if (missing !== null) return notAllowlisted(calls, missing);
+  const totalGas =
+    userOp.verificationGasLimit +
+    userOp.callGasLimit +
+    userOp.preVerificationGas +
+    PAYMASTER_GAS_LIMITS.verificationGasLimit +
+    PAYMASTER_GAS_LIMITS.postOpGasLimit;
+  if (totalGas > MAX_ESTIMATED_GAS) {
+    return refuse("invalid_params", `the operation's gas limits add up to more than ${MAX_ESTIMATED_GAS}`);
+  }
+  const maxCostWei = totalGas * userOp.maxFeePerGas;
   const project = await deps.project(req.projectId);
+  // Before estimation the gas limits are not known yet; an empty tank is refused at once.
+  if (project.balanceWei === 0n || project.balanceWei < maxCostWei) {
+    return refuse("insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
+  }
+  // The sender's code last: the refusals above need no chain (INTERFACE.md's 403 and 402 come
+  // first, whatever the account).
   const code = await verifySenderCode(
     deps.senderCode,
     {
@@ -343,20 +359,6 @@ async function checkOperation(
         `preVerificationGas ${userOp.preVerificationGas} is above ${ceiling}, the most a bundle can spend on this operation outside its gas limits`,
       );
     }
-  }
-  const totalGas =
-    userOp.verificationGasLimit +
-    userOp.callGasLimit +
-    userOp.preVerificationGas +
-    PAYMASTER_GAS_LIMITS.verificationGasLimit +
-    PAYMASTER_GAS_LIMITS.postOpGasLimit;
-  if (totalGas > MAX_ESTIMATED_GAS) {
-    return refuse("invalid_params", `the operation's gas limits add up to more than ${MAX_ESTIMATED_GAS}`);
-  }
-  const maxCostWei = totalGas * userOp.maxFeePerGas;
-  // Before estimation the gas limits are not known yet; an empty tank is refused at once.
-  if (project.balanceWei === 0n || project.balanceWei < maxCostWei) {
-    return refuse("insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
   }
   return { kind: "checked", paymaster, senderCodeHash: code.codeHash, calls, project, totalGas, maxCostWei };
 }

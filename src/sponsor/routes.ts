@@ -86,6 +86,7 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
     },
     projectTerms: terms.get,
     senderCode: services.senderCode,
+    dryRun: (r: Reservation) => dryRunReservation(services.db, r),
     approve: services.approvals.check,
     now: services.now,
   };
