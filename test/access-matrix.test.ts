@@ -253,8 +253,9 @@ const ROUTES: RouteCase[] = [
   },
   {
     name: "GET /projects",
+    // A sponsor-only key reads no project fields here either (as on GET /projects/:id).
     request: () => ({ method: "GET", url: "/projects" }),
-    expect: row([200, 200, 200, 200, 200, 200, 200, 200, 401]),
+    expect: row([200, 200, 200, 200, 200, 403, 200, 200, 401]),
   },
   {
     name: "GET /projects/funds/parity-report",

@@ -79,7 +79,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: [...member, "conflict", "quota_exceeded"],
   },
-  "GET /projects": { operationId: "listProjects", access: "bearer" },
+  "GET /projects": { operationId: "listProjects", access: "bearer", errors: ["forbidden"] },
   "GET /projects/funds/parity-report": {
     operationId: "getParityReport",
     access: "bearer",

@@ -97,9 +97,10 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       const principal = requirePrincipal(request);
-      return principal.kind === "developer"
-        ? listProjects(db, { developerId: principal.developerId })
-        : listProjects(db, { projectId: principal.projectId });
+      if (principal.kind === "developer") return listProjects(db, { developerId: principal.developerId });
+      // The list shows every field GET /projects/:id shows: the same door, the same 403.
+      await authorizeProject(db, request, principal.projectId, "project:read");
+      return listProjects(db, { projectId: principal.projectId });
     },
   );
 
