@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { Type } from "@sinclair/typebox";
+import type { FastifyRequest } from "fastify";
 import type { Config } from "../config.ts";
 import type { RoutePlugin } from "../context.ts";
 import { forbidden, invalid } from "../http/problem.ts";
@@ -30,6 +31,32 @@ export function isLoopback(ip: string): boolean {
   const bare = ip.startsWith("::ffff:") ? ip.slice(7) : ip;
   if (isIP(bare) === 4) return bare.startsWith("127.");
   return bare === "::1";
+}
+
+/**
+ * Headers that a reverse proxy adds. A request carrying any of them came through a proxy, and a
+ * proxy on this host makes every client look local, so `loopback` refuses them all.
+ */
+const PROXY_HEADERS = [
+  "forwarded",
+  "x-forwarded-for",
+  "x-forwarded-host",
+  "x-real-ip",
+  "x-client-ip",
+  "true-client-ip",
+  "cf-connecting-ip",
+  "via",
+] as const;
+
+/**
+ * Whether the request comes from this machine with no proxy in between: the TCP peer itself is
+ * a loopback address (never `request.ip`, which TRUST_PROXY lets X-Forwarded-For choose) and no
+ * proxy header is present, whatever TRUST_PROXY says.
+ */
+function cameStraightFromLoopback(request: FastifyRequest): boolean {
+  const peer = request.raw.socket?.remoteAddress;
+  if (peer === undefined || !isLoopback(peer)) return false;
+  return PROXY_HEADERS.every((name) => request.headers[name] === undefined);
 }
 
 /**
@@ -64,9 +91,9 @@ export const devSignInRoutes: RoutePlugin = async (app, { services }) => {
       },
     },
     async (request, reply) => {
-      if (config.dashboard.devSignIn === "loopback" && !isLoopback(request.ip)) {
+      if (config.dashboard.devSignIn === "loopback" && !cameStraightFromLoopback(request)) {
         throw forbidden(
-          "the development sign-in answers loopback clients only (DASHBOARD_DEV_SIGNIN=any opens it)",
+          "the development sign-in answers loopback clients only, never through a proxy (DASHBOARD_DEV_SIGNIN=any opens it)",
         );
       }
       const email = normalizeEmail(request.body.email);
