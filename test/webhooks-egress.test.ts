@@ -34,10 +34,27 @@ describe("which addresses are public", () => {
       "::ffff:127.0.0.1",
       "::ffff:7f00:1",
       "64:ff9b::a00:1",
+      // IPv4-compatible (::/96) and IPv4-mapped (::ffff:0:0/96) in every spelling.
+      "::127.0.0.1",
+      "::7f00:1",
+      "::8.8.8.8",
+      "0:0:0:0:0:ffff:7f00:1",
+      "0:0:0:0:0:FFFF:10.0.0.1",
+      "::ffff:a9fe:a9fe",
+      // IPv4-translated, NAT64 (even of a public address), 6to4, Teredo, documentation.
+      "::ffff:0:7f00:1",
+      "64:ff9b::8.8.8.8",
+      "64:ff9b:1::1",
+      "2002:7f00:1::1",
+      "2002:808:808::1",
+      "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+      "2001:db8::1",
+      "3fff::1",
       "not an address",
     ];
     for (const a of notPublic) assert.equal(isPublicAddress(a), false, a);
-    for (const a of ["1.1.1.1", "8.8.8.8", "172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) {
+    const publicOnes = ["1.1.1.1", "8.8.8.8", "172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"];
+    for (const a of [...publicOnes, "0:0:0:0:0:ffff:808:808", "2a00:1450:4001:82a::200e"]) {
       assert.equal(isPublicAddress(a), true, a);
     }
   });
@@ -153,7 +170,47 @@ describe("WEBHOOK_PRIVATE_TARGETS=refuse", () => {
       token: p.ownerToken,
     });
     assert.equal(log.statusCode, 200);
-    assert.match(log.body, /refused: 127\.0\.0\.1 does not resolve to public addresses only/);
+    assert.match(log.body, /the host has no public address to connect to/);
+    assert.ok(!log.body.includes("127.0.0.1"), "the log names no address");
+  });
+
+  it("a name that does not resolve and a name of this machine read the same in the delivery log", async () => {
+    // Otherwise a tenant learns which internal host names exist from its own delivery log.
+    const p = await seedProject(lax, { slug: `eg-${randomBytes(3).toString("hex")}` });
+    const port = new URL(receiver.url).port;
+    const logs: string[] = [];
+    for (const host of ["localhost", `no-such-host-${randomBytes(4).toString("hex")}.invalid`]) {
+      const created = await lax.request({
+        method: "POST",
+        url: `/projects/${p.projectId}/webhooks`,
+        token: p.ownerToken,
+        payload: { url: `http://${host}:${port}/hook`, eventTypes: ["*"] },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      lax.secrets.add((created.json() as { secret: string }).secret);
+      logs.push(String((created.json() as { id: number }).id));
+    }
+    await creditDeposit(store.db, {
+      projectId: p.projectId,
+      reference: `enum:${p.projectId}`,
+      amountWei: 1n,
+    });
+    for (let pass = 0; pass < 20; pass++) await worker.drain();
+    const errors: string[] = [];
+    for (const id of logs) {
+      const log = await lax.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/webhooks/${id}/deliveries`,
+        token: p.ownerToken,
+      });
+      const attempts = JSON.stringify(log.json());
+      const error = /"error":"([^"]*)"/.exec(attempts)?.[1];
+      assert.ok(error, attempts);
+      errors.push(error);
+    }
+    assert.equal(errors[0], errors[1]);
+    assert.match(errors[0]!, /no public address/);
+    assert.equal(receiver.received.length, 0);
   });
 
   it("the guarded path delivers to an address it allows (the same agent, widened to 127.0.0.1)", async () => {

@@ -15,7 +15,7 @@ import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
-import { sendFailure, type WebhookFetch } from "./egress.ts";
+import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
 import { signedHeaders } from "./signing.ts";
 import { type ApprovalSettings, readSettings } from "./store.ts";
 
@@ -188,8 +188,7 @@ async function ask(
         result: "timeout",
       };
     }
-    const why =
-      failure.kind === "refused" ? "the URL does not resolve to public addresses only" : "the request failed";
+    const why = noPublicAddress(failure) ? NO_PUBLIC_ADDRESS : "the request failed";
     return { answer: { kind: "failure", why }, result: "error" };
   }
 }

@@ -41,14 +41,24 @@ for (const [net, prefix] of [
   NON_PUBLIC.addSubnet(net, prefix, "ipv4");
 }
 for (const [net, prefix] of [
-  ["::", 128],
+  // Unspecified, loopback and the deprecated IPv4-compatible form (::127.0.0.1): ::/96 holds them.
+  ["::", 96],
   ["::1", 128],
+  // IPv4-translated (::ffff:0:10.0.0.1). IPv4-mapped ones (::ffff:0:0/96) are judged as the IPv4
+  // address they carry (isPublicAddress): a BlockList rule on ::ffff:0:0/96 would match every
+  // IPv4 address, since Node checks IPv4 addresses against IPv6 rules in their mapped form.
+  ["::ffff:0:0:0", 96],
+  // NAT64 (well-known and local-use prefixes): the gateway would connect to the embedded IPv4.
   ["64:ff9b::", 96],
   ["64:ff9b:1::", 48],
   ["100::", 64],
+  // IETF protocol assignments, Teredo (2001::/32) among them.
   ["2001::", 23],
   ["2001:db8::", 32],
+  // 6to4: the relay would connect to the IPv4 address embedded in the next 32 bits.
   ["2002::", 16],
+  ["3fff::", 20],
+  ["5f00::", 16],
   ["fc00::", 7],
   ["fe80::", 10],
   ["fec0::", 10],
@@ -62,13 +72,39 @@ export function isPublicAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 0) return false;
   if (family === 6) {
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    if (mapped) return isPublicAddress(mapped[1]!);
-    // ::ffff:0:0/96 written in hex (::ffff:7f00:1): not public whatever it maps to.
-    if (/^::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}$/i.test(address)) return false;
+    const mapped = mappedIpv4(address);
+    if (mapped !== null) return isPublicAddress(mapped);
     return !NON_PUBLIC.check(address, "ipv6");
   }
   return !NON_PUBLIC.check(address, "ipv4");
+}
+
+/**
+ * The IPv4 address an IPv4-mapped IPv6 address (::ffff:0:0/96) carries, in dotted form, however
+ * the IPv6 address is written (::ffff:127.0.0.1, ::ffff:7f00:1, 0:0:0:0:0:ffff:7f00:1); else null.
+ */
+function mappedIpv4(address: string): string | null {
+  const groups = ipv6Groups(address.toLowerCase());
+  if (groups === null || groups.slice(0, 5).some((g) => g !== 0) || groups[5] !== 0xffff) return null;
+  return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join(".");
+}
+
+/** The eight 16-bit groups of a valid IPv6 address (as `isIP` accepts it, zone-free). */
+function ipv6Groups(address: string): number[] | null {
+  let text = address;
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const halves = text.split("::");
+  if (halves.length > 2) return null;
+  const part = (h: string | undefined) => (h ? h.split(":").map((g) => Number.parseInt(g, 16)) : []);
+  const head = part(halves[0]);
+  const tail = part(halves[1]);
+  const missing = 8 - head.length - tail.length;
+  if (halves.length === 1 ? missing !== 0 : missing < 0) return null;
+  return [...head, ...Array(halves.length === 1 ? 0 : missing).fill(0), ...tail];
 }
 
 /** Why a URL may not be saved under this policy, or null. Names are judged when connecting. */
@@ -104,6 +140,22 @@ export type SendFailure =
   | { kind: "timeout" }
   | { kind: "refused"; message: string }
   | { kind: "network"; code?: string };
+
+/** DNS answers that mean "this name has no address" (or none the resolver could find). */
+const NAME_FAILURES = new Set(["ENOTFOUND", "EAI_AGAIN", "EAI_NODATA", "EAI_NONAME", "EAI_FAIL", "ENODATA"]);
+
+/**
+ * What a studio is told when a request could not reach a public address: the same words whether
+ * the name does not resolve or resolves to a private address, so that a tenant cannot use its
+ * webhook's delivery log to learn which internal host names exist.
+ */
+export const NO_PUBLIC_ADDRESS =
+  "the host has no public address to connect to (it does not resolve, or not only to public addresses)";
+
+/** Whether a failure is one that NO_PUBLIC_ADDRESS describes. */
+export function noPublicAddress(failure: SendFailure): boolean {
+  return failure.kind === "refused" || (failure.kind === "network" && NAME_FAILURES.has(failure.code ?? ""));
+}
 
 /** The webhook worker's and the approval gate's one reading of a failed request. */
 export function sendFailure(err: unknown): SendFailure {

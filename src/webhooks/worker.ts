@@ -10,7 +10,7 @@ import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts
 import type { Db } from "../db/db.ts";
 import type { Metrics, WebhookAttemptOutcome } from "../metrics/metrics.ts";
 import { type ClaimedDelivery, claimDue, recordAttempt, releaseClaim } from "./deliveries.ts";
-import { sendFailure, type WebhookFetch } from "./egress.ts";
+import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
 import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
 import { signedHeaders } from "./signing.ts";
 
@@ -157,11 +157,15 @@ function describeFailure(
     case "timeout":
       return { outcome: "timeout", error: `timed out after ${timeoutMs} ms` };
     case "refused":
-      return { outcome: "refused_private_target", error: `refused: ${failure.message}` };
+      return { outcome: "refused_private_target", error: NO_PUBLIC_ADDRESS };
     case "network":
       return {
         outcome: "network_error",
-        error: failure.code ? `connection failed: ${failure.code}` : "request failed",
+        error: noPublicAddress(failure)
+          ? NO_PUBLIC_ADDRESS
+          : failure.code
+            ? `connection failed: ${failure.code}`
+            : "request failed",
       };
   }
 }
