@@ -139,6 +139,55 @@ describe("log lines say who called and how it ended, never with the key", () => 
     assert.ok(!t.logs.some((l) => l.includes(p.apiKey.slice(4, 24))), "the key reached the logs");
   });
 
+  it("a key in any spelling or place in the URL never reaches a log line", async () => {
+    const key = p.apiKey;
+    const everyChar = [...key].map((c) => `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`).join("");
+    const urls = [
+      `/rpc?api%6Bey=${key}`,
+      `/rpc?%61pikey=${key}`,
+      `/rpc?%61%70%69%5f%6b%65%79=${key}`,
+      `/rpc?APIKEY=${key}`,
+      `/rpc?chain=1;apikey=${key}`,
+      `/rpc?chain=1;api%6bey=${key}&x=2`,
+      `/rpc?token=${key}`,
+      `/rpc?token=${everyChar}`,
+      `/rpc?${key}`,
+      `/rpc?callback=https%3A%2F%2Fexample.com%2F%3Fk%3D${key}`,
+      `/health?x=${key}`,
+      `/projects/${key}`,
+      `/projects/${everyChar}/balance`,
+    ];
+    const before = t.logs.length;
+    for (const url of urls) {
+      const res = await t.app.inject({
+        method: url.startsWith("/rpc") ? "POST" : "GET",
+        url,
+        headers: { "content-type": "application/json" },
+        payload: url.startsWith("/rpc")
+          ? { jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }
+          : undefined,
+      });
+      assert.ok(res.statusCode < 500, `${url}: ${res.statusCode}`);
+    }
+    const lines = t.logs.slice(before).join("\n");
+    assert.ok(lines.length > 0);
+    for (const trace of [key.slice(4, 24), everyChar.slice(12, 60), key.slice(4, 24).toLowerCase()]) {
+      assert.ok(!lines.includes(trace), `the key reached the logs: ${trace}`);
+    }
+  });
+
+  it("the key in ?apikey= is still honoured on /rpc when its name is percent-encoded", async () => {
+    const res = await t.app.inject({
+      method: "POST",
+      url: `/rpc?api%6Bey=${p.apiKey}`,
+      headers: { "content-type": "application/json" },
+      payload: { jsonrpc: "2.0", id: 1, method: "pm_getPaymasterStubData", params: [] },
+    });
+    assert.equal(res.json().error.data.code, "invalid_params", "authenticated: the params are judged");
+    const line = completed(t, String(res.headers["x-request-id"]));
+    assert.equal(line.apiKeyId, keyId);
+  });
+
   it("a developer: developerId and the project of the path; a success has no code", async () => {
     const res = await t.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.ownerToken });
     assert.equal(res.statusCode, 200);
