@@ -139,6 +139,34 @@ export async function codeRefusalOf(
   return reservationRefusal(outcome) ?? q.codeRefusal;
 }
 
+/**
+ * The refusal for a call that could not be priced. Without a fee reading (the chain's RPC is
+ * down), the refusals that need no price still come first: a call that is not allowlisted is 403
+ * not_allowlisted and a blocked sender is refused by its rule, not 503 fee_oracle_stale, which
+ * clients retry. One dry run at a cost of 0 wei: what it refuses is refused at any price, since
+ * a higher cost only trips more rules.
+ */
+export async function unpricedRefusalOf(
+  deps: Pick<AuthorizeDeps, "dryRun" | "config">,
+  req: AuthorizeRequest,
+  denied: Extract<Quote, { kind: "denied" }>,
+  nowMs: number,
+): Promise<Refused> {
+  const fallback = refused(denied.code, denied.detail);
+  const paymaster = deps.config.chains.find((c) => c.chainId === req.chainId)?.paymaster;
+  if (denied.code !== "fee_oracle_stale" || !paymaster) return fallback;
+  const nowSec = Math.floor(nowMs / 1000);
+  const free = {
+    maxGasCostWei: 0n,
+    maxFeePerGasWei: 0n,
+    maxPriorityFeePerGasWei: 0n,
+    paymaster,
+    validAfterSec: nowSec,
+    validUntilSec: nowSec + 1,
+  };
+  return reservationRefusal(await deps.dryRun(callReservation(req, free, nowMs, NO_IDS))) ?? fallback;
+}
+
 /** What a reservation's outcome refuses, or null when it would reserve (or replay). */
 export function reservationRefusal(outcome: ReserveOutcome): Refused | null {
   switch (outcome.kind) {
@@ -166,7 +194,15 @@ export const NO_IDS = {
 /** The reservation of a call authorization priced by `q` (authorize and its dry run share it). */
 export function callReservation(
   req: AuthorizeRequest,
-  q: Quoted,
+  q: Pick<
+    Quoted,
+    | "maxGasCostWei"
+    | "maxFeePerGasWei"
+    | "maxPriorityFeePerGasWei"
+    | "paymaster"
+    | "validAfterSec"
+    | "validUntilSec"
+  >,
   nowMs: number,
   ids: Pick<Reservation, "authId" | "clientNonce" | "requestDigest" | "response">,
 ): Reservation {
@@ -192,7 +228,7 @@ export function callReservation(
 export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Promise<AuthorizeOutcome> {
   const nowMs = deps.now();
   const q = await quoteCall(deps, req, nowMs);
-  if (q.kind === "denied") return { kind: "refused", code: q.code, detail: q.detail };
+  if (q.kind === "denied") return unpricedRefusalOf(deps, req, q, nowMs);
   if (q.codeRefusal) return codeRefusalOf(deps, req, { ...q, codeRefusal: q.codeRefusal }, nowMs);
   const approval = await deps.approve?.({
     projectId: req.projectId,

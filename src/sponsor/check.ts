@@ -16,6 +16,7 @@ import {
   type ProjectSponsorTerms,
   quoteCall,
   reservationRefusal,
+  unpricedRefusalOf,
 } from "./authorize.ts";
 import type { FeeCeilings } from "./pricing.ts";
 
@@ -35,7 +36,15 @@ export interface CheckDeps {
 export async function checkAuthorization(deps: CheckDeps, req: AuthorizeRequest): Promise<CheckOutcome> {
   const nowMs = deps.now();
   const q = await quoteCall(deps, req, nowMs);
-  if (q.kind === "denied") return { kind: "would_refuse", code: q.code, detail: q.detail, ruleId: null };
+  if (q.kind === "denied") {
+    const refusal = await unpricedRefusalOf(deps, req, q, nowMs);
+    return {
+      kind: "would_refuse",
+      code: refusal.code,
+      detail: refusal.detail,
+      ruleId: refusal.ruleId ?? null,
+    };
+  }
   // The same order as authorize: the reservation's refusals first, then the sender's code.
   const refusal =
     reservationRefusal(await deps.dryRun(callReservation(req, q, nowMs, NO_IDS))) ?? q.codeRefusal;

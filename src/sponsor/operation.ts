@@ -128,7 +128,7 @@ export async function stubOperation(deps: OperationDeps, req: OperationRequest):
   // The stub reserves nothing, but refuses early what the final call would refuse whatever the
   // operation's final gas: the sender lists, the campaign, caps already used up (priced at 0 wei,
   // since the stub's gas limits are not final yet).
-  const policy = ruleRefusal(await deps.dryRun(stubReservation(req, checked, nowMs)));
+  const policy = ruleRefusal(await deps.dryRun(zeroCostReservation(req, checked, nowMs)));
   if (policy) return policy;
   const data = stubPaymasterAndData({
     paymaster: checked.paymaster,
@@ -224,8 +224,15 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
   }
 }
 
-/** What the stub asks the policies about: the operation at no cost, never stored. */
-function stubReservation(req: OperationRequest, checked: Checked, nowMs: number): Reservation {
+/**
+ * What the stub (and a request that cannot be priced) asks the policies about: the operation at
+ * no cost, never stored.
+ */
+function zeroCostReservation(
+  req: OperationRequest,
+  checked: Pick<Checked, "paymaster" | "calls" | "totalGas">,
+  nowMs: number,
+): Reservation {
   const first = checked.calls[0]!;
   const nowSec = Math.floor(nowMs / 1000);
   return {
@@ -290,14 +297,8 @@ async function checkOperation(
   const { calls } = decoded;
   if (calls.length === 0) return refuse("unsupported_call", "the operation makes no call");
   const { userOp } = req;
-  let feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
-  if (feeRefusal?.code === "fee_above_ceiling") {
-    // The client read the chain after the oracle's last refresh (the priority fee moves fast on
-    // a busy chain): before refusing, look again.
-    await deps.refreshFees();
-    feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
-  }
-  if (feeRefusal) return feeRefusal;
+  // What needs no price first (the body, the allowlist, the sender policies), so that with the
+  // chain's RPC down a call the studio does not allow is still 403, not a retryable 503.
   const gasRefusal = checkPaymasterGas(userOp);
   if (gasRefusal) return gasRefusal;
   if (isEip7702InitCode(initCodeOf(userOp))) {
@@ -311,8 +312,6 @@ async function checkOperation(
       return refuse("invalid_params", "an EIP-7702 operation needs eip7702Auth (the delegate it binds)");
     }
   }
-  const missing = await deps.firstNotAllowlisted(req.projectId, calls);
-  if (missing !== null) return notAllowlisted(calls, missing);
   const totalGas =
     userOp.verificationGasLimit +
     userOp.callGasLimit +
@@ -322,6 +321,21 @@ async function checkOperation(
   if (totalGas > MAX_ESTIMATED_GAS) {
     return refuse("invalid_params", `the operation's gas limits add up to more than ${MAX_ESTIMATED_GAS}`);
   }
+  const missing = await deps.firstNotAllowlisted(req.projectId, calls);
+  if (missing !== null) return notAllowlisted(calls, missing);
+  let feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
+  if (feeRefusal?.code === "fee_above_ceiling") {
+    // The client read the chain after the oracle's last refresh (the priority fee moves fast on
+    // a busy chain): before refusing, look again.
+    await deps.refreshFees();
+    feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
+  }
+  if (feeRefusal?.code === "fee_oracle_stale") {
+    // The sender policies and caps already used up refuse at any price: ask them at 0 wei.
+    const free = zeroCostReservation(req, { paymaster, calls, totalGas }, deps.now());
+    return ruleRefusal(await deps.dryRun(free)) ?? feeRefusal;
+  }
+  if (feeRefusal) return feeRefusal;
   const maxCostWei = totalGas * userOp.maxFeePerGas;
   const project = await deps.project(req.projectId);
   // Before estimation the gas limits are not known yet; an empty tank is refused at once.
