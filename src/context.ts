@@ -5,7 +5,7 @@ import type { FeeOracle } from "./chains/fee-oracle.ts";
 import type { Config } from "./config.ts";
 import type { Db } from "./db/db.ts";
 import type { DepositDeriver } from "./funding/derivation.ts";
-import type { ReadinessProbe } from "./health/routes.ts";
+import type { ReadinessProbe } from "./health/readiness.ts";
 import type { TokenVerifier } from "./identity/tokens.ts";
 import type { ReservationBatcher } from "./ledger/batcher.ts";
 import type { Metrics } from "./metrics/metrics.ts";

@@ -11,7 +11,7 @@ import type { Config } from "./config.ts";
 import type { Services } from "./context.ts";
 import type { Db } from "./db/db.ts";
 import { depositDeriver, xpubFromLocalSeed } from "./funding/derivation.ts";
-import type { ReadinessProbe } from "./health/routes.ts";
+import type { ReadinessProbe } from "./health/readiness.ts";
 import { localIssuer, oidcVerifier, type TokenVerifier } from "./identity/tokens.ts";
 import { reservationBatcher } from "./ledger/batcher.ts";
 import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP } from "./metrics/metrics.ts";

@@ -46,7 +46,7 @@
 import assert from "node:assert/strict";
 import type { Hex } from "viem";
 import type { Db, Queryable } from "../db/db.ts";
-import type { ReadinessProbe } from "../health/routes.ts";
+import type { ReadinessProbe } from "../health/readiness.ts";
 import { rewindCursor, type WatcherName } from "./cursors.ts";
 import { silentLog, type WatcherLog } from "./poll-loop.ts";
 import type { ChainClient } from "./rpc.ts";

@@ -13,7 +13,7 @@
  * (constant fees, for tests of the HTTP app that have no chain).
  */
 import { type ChainConfig, type Config, liveEntryPoints } from "../config.ts";
-import type { ReadinessProbe } from "../health/routes.ts";
+import type { ReadinessProbe } from "../health/readiness.ts";
 import { pollLoop, redactUrls, silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, createChainClient } from "./rpc.ts";
 

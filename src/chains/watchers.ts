@@ -19,7 +19,7 @@ import type { Db } from "../db/db.ts";
 import { type DepositWatcher, depositWatcher } from "../funding/deposit-watcher.ts";
 import { readDepositCoverage } from "../health/deposit-coverage.ts";
 import { paymasterIdentityProbe } from "../health/paymaster-identity.ts";
-import type { ReadinessProbe } from "../health/routes.ts";
+import type { ReadinessProbe } from "../health/readiness.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { paidTotals } from "../settlement/store.ts";
 import { type SettlementWatcher, settlementWatcher } from "../settlement/watcher.ts";

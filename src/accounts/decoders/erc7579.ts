@@ -18,7 +18,7 @@
  * as are non-zero unused bytes.
  */
 import type { Hex } from "viem";
-import type { DecodeResult } from "../calls.ts";
+import type { DecodeResult } from "../decoded.ts";
 import { byteLength } from "./layout.ts";
 import {
   declaredArrayLength,

@@ -19,7 +19,7 @@
  * any inner delegatecall, and we refuse those before it has to.
  */
 import type { Address, Hex } from "viem";
-import type { DecodeResult } from "../calls.ts";
+import type { DecodeResult } from "../decoded.ts";
 import { byteLength, wordAt } from "./layout.ts";
 import { decodeCanonical, finishCalls, type RawCall, refuse, tooManyCalls } from "./shared.ts";
 

@@ -11,7 +11,7 @@ import {
   encodeAbiParameters,
   type Hex,
 } from "viem";
-import type { AccountEncoding, DecodedCall, DecodeRefusalCode, DecodeResult } from "../calls.ts";
+import type { AccountEncoding, DecodedCall, DecodeRefusalCode, DecodeResult } from "../decoded.ts";
 import { byteLength, hasCanonicalLayout, wordAt } from "./layout.ts";
 
 export interface RawCall {

@@ -11,7 +11,7 @@
  * The parameter lists are the accounts' own (as in permissionless's and viem's account helpers).
  */
 import type { Hex } from "viem";
-import type { DecodeResult } from "../calls.ts";
+import type { DecodeResult } from "../decoded.ts";
 import {
   declaredArrayLength,
   decodeCanonical,

@@ -1,17 +1,8 @@
 // The dashboard's shell: sign-in, the router (hash routes: the server serves one page), the
 // navigation and the page registry. Pages are modules with a `render(ctx)` that returns nodes;
 // they load on demand.
-import { get } from "./api.js";
-import {
-  claims,
-  completeOidc,
-  currentToken,
-  devSignIn,
-  onAuthChange,
-  setToken,
-  signOut,
-  startOidc,
-} from "./auth.js";
+import { devSignIn, get } from "./api.js";
+import { claims, completeOidc, currentToken, onAuthChange, setToken, signOut, startOidc } from "./auth.js";
 import { announce, errorBox, field, form, h } from "./ui.js";
 
 /** A project's pages, in tab order. Adding one is a module with `render(ctx)` and a line here. */

@@ -35,13 +35,6 @@ export function claims() {
   }
 }
 
-/** The local issuer's development sign-in. */
-export async function devSignIn(email) {
-  const { post } = await import("./api.js");
-  const res = await post("/auth/dev-token", { email });
-  setToken(res.token);
-}
-
 const redirectUri = () => `${location.origin}/dashboard`;
 
 function base64url(bytes) {
