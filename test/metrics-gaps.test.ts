@@ -413,6 +413,24 @@ describe("the example alert rules (ops/alerts.yml)", () => {
   });
 });
 
+describe("the README's metrics table", () => {
+  it("lists every gss_ family the service exposes", async () => {
+    const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
+    const listed = new Set([...readme.matchAll(/^\| `(gss_[a-z0-9_]+)` \|/gm)].map((m) => m[1]!));
+    const t = await startTestApp();
+    try {
+      const res = await t.request({ method: "GET", url: "/metrics" });
+      const families = [...parseExposition(res.body).types.keys()].filter((n) => n.startsWith("gss_"));
+      assert.deepEqual(
+        families.filter((n) => !listed.has(n)),
+        [],
+      );
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 // Cluster mode needs PostgreSQL and Redis; in the embedded pass it uses the machine's own.
 describe("a real cluster (WORKERS=2) whose worker is killed", () => {
   let server: ServerProcess | null = null;
