@@ -4,17 +4,19 @@ import type { Hex } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { chainSenderCodeResolver, type SenderCodeResolver } from "./accounts/code/resolve.ts";
 import { apiKeyResolver } from "./api-keys/resolver.ts";
-import { chainFeeOracle } from "./chains/fee-oracle.ts";
+import { settlementWatcherName } from "./chains/cursors.ts";
+import { chainFeeOracle, readingAgeSec } from "./chains/fee-oracle.ts";
 import { type ChainClient, createChainClient } from "./chains/rpc.ts";
-import { type ChainWatchers, createChainWatchers } from "./chains/watchers.ts";
-import type { Config } from "./config.ts";
+import { type ChainWatchers, createChainWatchers, rpcErrorsOf } from "./chains/watchers.ts";
+import { type Config, liveEntryPoints } from "./config.ts";
 import type { Services } from "./context.ts";
 import type { Db } from "./db/db.ts";
+import { DEPOSIT_WATCHER } from "./funding/deposit-watcher.ts";
 import { depositDeriver, xpubFromLocalSeed } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/readiness.ts";
 import { localIssuer, oidcVerifier, type TokenVerifier } from "./identity/tokens.ts";
 import { reservationBatcher } from "./ledger/batcher.ts";
-import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP } from "./metrics/metrics.ts";
+import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP, type ServedChain } from "./metrics/metrics.ts";
 import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
 import { type Maintenance, maintenance } from "./retention/maintenance.ts";
@@ -74,17 +76,22 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const apiKeys = apiKeyResolver(db, config.keyCacheTtlMs, now);
   const readiness: ReadinessProbe[] = [databaseProbe(db)];
   if (redis) readiness.push(redisProbe(rateLimiter));
-  const metrics: Metrics = overrides.metrics ?? createMetrics({ version: VERSION });
+  const metrics: Metrics = overrides.metrics ?? createMetrics({ version: VERSION, now });
   metrics.pendingDeliveriesFrom(() => countPending(db, PENDING_DELIVERIES_CAP), now);
+  const served = servedChains(config);
+  metrics.chainsServed(served);
   const signer = createSigner(signerKey);
   const watchers = options.chainWatchers
     ? createChainWatchers(config, db, { metrics, signer: signer.address })
     : null;
   if (watchers) readiness.push(...watchers.probes);
-  const feeOracle = overrides.feeOracle ?? chainFeeOracle(config, { now });
+  const feeOracle = overrides.feeOracle ?? chainFeeOracle(config, { now, metrics });
   readiness.push(...feeOracle.probes);
+  metrics.feeAgesFrom(() =>
+    served.map(({ chainId }) => ({ chainId, ageSec: readingAgeSec(feeOracle.current(chainId), now()) })),
+  );
   const egress = webhookFetch(config.webhookPrivateTargets);
-  const senderCode = overrides.senderCode ?? senderCodeResolverFor(config, now);
+  const senderCode = overrides.senderCode ?? senderCodeResolverFor(config, now, metrics);
   const services: Services = {
     version: VERSION,
     config,
@@ -184,7 +191,17 @@ function redisProbe(limiter: RateLimiter): ReadinessProbe {
 }
 
 /** One resolver for every active chain, each read through its own RPC client, made on first use. */
-function senderCodeResolverFor(config: Config, now: () => number): SenderCodeResolver {
+/** The chains with a live paymaster, and their watchers' names: the chains the metrics are about. */
+function servedChains(config: Config): ServedChain[] {
+  return config.chains
+    .filter((chain) => chain.active && liveEntryPoints(chain).length > 0)
+    .map((chain) => ({
+      chainId: chain.chainId,
+      watchers: [DEPOSIT_WATCHER, ...liveEntryPoints(chain).map((e) => settlementWatcherName(e.version))],
+    }));
+}
+
+function senderCodeResolverFor(config: Config, now: () => number, metrics: Metrics): SenderCodeResolver {
   const clients = new Map<number, ChainClient>();
   return chainSenderCodeResolver({
     client(chainId) {
@@ -192,7 +209,7 @@ function senderCodeResolverFor(config: Config, now: () => number): SenderCodeRes
       if (!chain) return null;
       let client = clients.get(chainId);
       if (!client) {
-        client = createChainClient(chain.rpcUrl);
+        client = createChainClient(chain.rpcUrl, { onError: rpcErrorsOf(chainId, metrics) });
         clients.set(chainId, client);
       }
       return client;

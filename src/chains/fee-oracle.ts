@@ -14,6 +14,7 @@
  */
 import { type ChainConfig, type Config, liveEntryPoints } from "../config.ts";
 import type { ReadinessProbe } from "../health/readiness.ts";
+import type { ChainMetrics } from "../metrics/metrics.ts";
 import { pollLoop, redactUrls, silentLog, type WatcherLog } from "./poll-loop.ts";
 import { type ChainClient, createChainClient } from "./rpc.ts";
 
@@ -63,6 +64,12 @@ export function judgeReading(latest: ObservedFees | null, nowMs: number, maxAgeM
   return ageMs > maxAgeMs ? { kind: "stale", reason: "too_old", ageMs } : { kind: "fresh", fees: latest };
 }
 
+/** Pure: seconds since a chain's last successful reading, Infinity when there is none (for the metric). */
+export function readingAgeSec(reading: FeeReading, nowMs: number): number {
+  if (reading.kind === "fresh") return Math.max(0, nowMs - reading.fees.observedAtMs) / 1000;
+  return reading.ageMs === null ? Number.POSITIVE_INFINITY : reading.ageMs / 1000;
+}
+
 /** Pure: the readiness of a chain's fees, from its reading and the last refresh's failure. */
 export function feeHealth(input: {
   reading: FeeReading;
@@ -103,6 +110,8 @@ export interface ChainFeeOracleOptions {
   now?: () => number;
   /** Per-request timeout of a refresh; a slow node must not hold a refresh for long. */
   rpcTimeoutMs?: number;
+  /** Where failed RPC calls are counted. */
+  metrics?: Pick<ChainMetrics, "rpcError">;
 }
 
 export function chainFeeOracle(
@@ -120,6 +129,7 @@ export function chainFeeOracle(
     const client = createChainClient(chain.rpcUrl, {
       timeoutMs: options.rpcTimeoutMs ?? 5_000,
       retryCount: 0,
+      onError: options.metrics && ((method, kind) => options.metrics?.rpcError(chain.chainId, method, kind)),
     });
     states.set(chain.chainId, { chain, client, latest: null, inFlight: null, failures: 0, lastError: null });
   }

@@ -20,7 +20,7 @@ import { type DepositWatcher, depositWatcher } from "../funding/deposit-watcher.
 import { readDepositCoverage } from "../health/deposit-coverage.ts";
 import { paymasterIdentityProbe } from "../health/paymaster-identity.ts";
 import type { ReadinessProbe } from "../health/readiness.ts";
-import type { Metrics } from "../metrics/metrics.ts";
+import type { ChainMetrics, Metrics } from "../metrics/metrics.ts";
 import { paidTotals } from "../settlement/store.ts";
 import { type SettlementWatcher, settlementWatcher } from "../settlement/watcher.ts";
 import { reorgProbe } from "./applied-blocks.ts";
@@ -32,7 +32,7 @@ import {
 } from "./cursors.ts";
 import { advisoryLockLeadership, type Leadership, soleLeadership, watcherLockKey } from "./leadership.ts";
 import { type LoopState, type PollLoop, pollLoop, silentLog, type WatcherLog } from "./poll-loop.ts";
-import { type ChainClient, confirmedHead, createChainClient } from "./rpc.ts";
+import { type ChainClient, confirmedHead, createChainClient, type RpcErrorSink } from "./rpc.ts";
 
 /** A watcher further behind the confirmed head than this is reported as degraded. */
 export const MAX_LAG_BLOCKS = 100n;
@@ -94,7 +94,7 @@ export function createChainWatchers(
   const probes: ReadinessProbe[] = [];
   for (const chain of config.chains) {
     if (!chain.active || liveEntryPoints(chain).length === 0) continue;
-    const set = watchChain(chain, db, forward, leadershipFor(config, db, chain.chainId));
+    const set = watchChain(chain, db, forward, leadershipFor(config, db, chain.chainId), options.metrics);
     chains.push(set);
     probes.push(
       ...chainProbes(set, db, {
@@ -144,8 +144,22 @@ function leadershipFor(config: WatcherConfig, db: Db, chainId: number): Leadersh
   });
 }
 
-function watchChain(chain: ChainConfig, db: Db, log: WatcherLog, leadership: Leadership): ChainWatcherSet {
-  const client = createChainClient(chain.rpcUrl);
+/** Counts a chain's failed RPC calls in `metrics`, when there are metrics. */
+export function rpcErrorsOf(
+  chainId: number,
+  metrics: Pick<ChainMetrics, "rpcError"> | undefined,
+): RpcErrorSink | undefined {
+  return metrics && ((method, kind) => metrics.rpcError(chainId, method, kind));
+}
+
+function watchChain(
+  chain: ChainConfig,
+  db: Db,
+  log: WatcherLog,
+  leadership: Leadership,
+  metrics: ChainMetrics | undefined,
+): ChainWatcherSet {
+  const client = createChainClient(chain.rpcUrl, { onError: rpcErrorsOf(chain.chainId, metrics) });
   const common = {
     db,
     client,
@@ -153,6 +167,7 @@ function watchChain(chain: ChainConfig, db: Db, log: WatcherLog, leadership: Lea
     confirmations: chain.confirmations,
     startBlock: chain.startBlock,
     log,
+    metrics,
   };
   const loop = (name: string, tick: () => Promise<unknown>) =>
     pollLoop(tick, { name: `${name}:${chain.chainId}`, intervalMs: chain.pollIntervalMs, log });
@@ -190,7 +205,11 @@ function chainProbes(
   const { chainId, confirmations } = set.chain;
   const { metrics } = options;
   // A short timeout and no retries: readiness must answer quickly when the RPC is away.
-  const client = createChainClient(set.chain.rpcUrl, { timeoutMs: 2_000, retryCount: 0 });
+  const client = createChainClient(set.chain.rpcUrl, {
+    timeoutMs: 2_000,
+    retryCount: 0,
+    onError: rpcErrorsOf(chainId, metrics),
+  });
   const head = latestBlockMemo(client);
   // Degraded, not down: authorize needs the database, not the RPC (a chain whose fees go stale
   // refuses its own authorizations, and says so in chain:<id>:fees).

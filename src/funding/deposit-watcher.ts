@@ -47,6 +47,7 @@ import { type ChainClient, confirmedHead } from "../chains/rpc.ts";
 import { earliestFundingSec, nextBlockRange } from "../chains/start-block.ts";
 import type { Db } from "../db/db.ts";
 import { creditDeposit, reverseCredit } from "../ledger/ledger.ts";
+import type { ChainMetrics } from "../metrics/metrics.ts";
 import {
   depositReference,
   type LiveDeposit,
@@ -85,6 +86,8 @@ export interface DepositWatcherOptions {
   /** How far below its newest remembered block the watcher keeps block hashes (applied-blocks.ts). */
   retainBlocks?: bigint;
   log?: WatcherLog;
+  /** Where credits and reconciled reorganisations are counted. */
+  metrics?: Pick<ChainMetrics, "depositCredited" | "reorgReconciled">;
 }
 
 export interface Deposit {
@@ -200,7 +203,7 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
     },
 
     apply: async (deposits, epoch) =>
-      creditDeposits(db, log, scope(epoch ?? (await currentEpoch())), deposits),
+      creditDeposits(db, log, scope(epoch ?? (await currentEpoch())), deposits, options.metrics),
 
     commit: (range) =>
       applyEffects(db, scope(range.epoch), range.blocks, (tx) =>
@@ -217,6 +220,7 @@ export function depositWatcher(options: DepositWatcherOptions): DepositWatcher {
       if (reorg) {
         await watcher.compensate(reorg, await watcher.orphanedCredits(reorg));
         reorgReport = await watcher.finishReorg(reorg);
+        options.metrics?.reorgReconciled(chainId, DEPOSIT_WATCHER, reorg.depth, reorgReport.reversed);
       }
       const head = confirmedHead(latest, options.confirmations);
       let credited = 0;
@@ -309,6 +313,7 @@ async function creditDeposits(
   log: WatcherLog,
   scope: WatcherScope,
   deposits: Deposit[],
+  metrics: DepositWatcherOptions["metrics"],
 ): Promise<number> {
   const { chainId } = scope;
   let credited = 0;
@@ -332,6 +337,7 @@ async function creditDeposits(
     }
     if (!outcome.fresh) continue;
     credited++;
+    metrics?.depositCredited(chainId, d.amountWei);
     log.info(
       { chainId, projectId: d.projectId, reference: outcome.reference, amountWei: d.amountWei.toString() },
       "deposit credited",

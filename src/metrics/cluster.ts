@@ -6,12 +6,20 @@
  * `AggregatorRegistry.aggregate` (counters and histograms summed, gauges by their `aggregator`,
  * see metrics.ts); the scrape sees the whole instance, whichever worker it reached.
  *
- * A worker that does not answer within COLLECT_TIMEOUT_MS is left out of that scrape (its series
- * dip for one scrape rather than the scrape failing); a worker whose primary does not answer
- * serves its own metrics only, and logs it.
+ * Counters and histograms must never go backwards, yet a worker that dies takes its counts with
+ * it, and its replacement starts from zero. So the primary remembers the last snapshot each worker
+ * sent, and when a worker exits it adds that snapshot's counters and histograms (gauges describe a
+ * live process and are dropped) into a retained base, which every later sum includes. What a worker
+ * counted after its last snapshot is lost, but the sum never drops below what was shown. A live
+ * worker that does not answer within COLLECT_TIMEOUT_MS is counted by its last snapshot, in the
+ * same way; its gauges are missing from that scrape. A worker whose primary does not answer serves
+ * its own metrics only, and says so in the exposition.
  */
 import cluster, { type Worker } from "node:cluster";
-import { AggregatorRegistry } from "prom-client";
+import { AggregatorRegistry, type Registry } from "prom-client";
+
+/** One family of a registry's JSON form, as workers send it. */
+type MetricJson = Awaited<ReturnType<Registry["getMetricsAsJSON"]>>[number];
 
 const COLLECT_TIMEOUT_MS = 2_000;
 
@@ -25,17 +33,79 @@ function isMessage(m: unknown): m is Message {
   return typeof m === "object" && m !== null && typeof (m as { gss?: unknown }).gss === "string";
 }
 
+/** Families whose samples only grow while a process lives, and so may be carried past its end. */
+const MONOTONIC_TYPES = new Set(["counter", "histogram"]);
+
+function monotonicPart(snapshot: readonly MetricJson[]): MetricJson[] {
+  return snapshot.filter((m) => MONOTONIC_TYPES.has(String(m.type)));
+}
+
+/** prom-client's sum of several snapshots, back as a snapshot (synchronous: nothing to collect). */
+function added(snapshots: MetricJson[][]): MetricJson[] {
+  return AggregatorRegistry.aggregate(snapshots)
+    .getMetricsAsArray()
+    .map((m) => {
+      const { help, name, type, values, aggregator } = m as unknown as MetricJson;
+      return { help, name, type, values, aggregator } as MetricJson;
+    });
+}
+
+/**
+ * The primary's memory of the workers' counts: the last snapshot of each live worker, and the
+ * retained base of every worker that exited. Keyed by node:cluster's worker id, which a
+ * replacement never reuses.
+ */
+export interface ClusterTotals {
+  /** A worker's answer to a collection round. */
+  answered(workerId: number, snapshot: MetricJson[]): void;
+  /** A worker exited: its last counts join the retained base. */
+  exited(workerId: number): void;
+  /**
+   * The cluster's registry for one scrape: the snapshots received, the last counts of the live
+   * workers that did not answer in time, and the retained base.
+   */
+  sum(received: MetricJson[][], silentWorkerIds: readonly number[]): Registry;
+}
+
+export function clusterTotals(): ClusterTotals {
+  const last = new Map<number, MetricJson[]>();
+  let retained: MetricJson[] = [];
+  return {
+    answered(workerId, snapshot) {
+      last.set(workerId, snapshot);
+    },
+    exited(workerId) {
+      const snapshot = last.get(workerId);
+      last.delete(workerId);
+      // Folded at once into one base: a crash loop must not grow the primary's memory.
+      if (snapshot) retained = added([retained, monotonicPart(snapshot)]);
+    },
+    sum(received, silentWorkerIds) {
+      const silent = silentWorkerIds.map((id) => monotonicPart(last.get(id) ?? []));
+      return AggregatorRegistry.aggregate([...received, ...silent, retained]);
+    },
+  };
+}
+
 /** In the primary: answers workers' scrapes with the metrics of every worker, added up. */
-export function servePrimaryMetrics(): void {
+export function servePrimaryMetrics(totals: ClusterTotals = clusterTotals()): void {
   let nextId = 1;
-  const pending = new Map<number, { results: unknown[][]; waiting: Set<number>; done: () => void }>();
+  const pending = new Map<number, { results: MetricJson[][]; waiting: Set<number>; done: () => void }>();
+
+  cluster.on("exit", (worker: Worker) => {
+    // A round still waiting for it would otherwise count it twice: as silent, and in the base.
+    for (const round of pending.values()) round.waiting.delete(worker.id);
+    totals.exited(worker.id);
+  });
 
   cluster.on("message", (worker: Worker, message: unknown) => {
     if (!isMessage(message)) return;
     if (message.gss === "metrics-snapshot") {
       const round = pending.get(message.id);
       if (!round?.waiting.delete(worker.id)) return;
-      round.results.push(message.metrics);
+      const snapshot = message.metrics as MetricJson[];
+      totals.answered(worker.id, snapshot);
+      round.results.push(snapshot);
       if (round.waiting.size === 0) round.done();
       return;
     }
@@ -44,11 +114,12 @@ export function servePrimaryMetrics(): void {
     const workers = Object.values(cluster.workers ?? {}).filter(
       (w): w is Worker => w?.isConnected() === true,
     );
-    const results: unknown[][] = [];
+    const results: MetricJson[][] = [];
+    const waiting = new Set(workers.map((w) => w.id));
     const reply = () => {
       clearTimeout(timer);
       pending.delete(id);
-      const registry = AggregatorRegistry.aggregate(results as never[]);
+      const registry = totals.sum(results, [...waiting]);
       void registry.metrics().then(
         (text) =>
           send(worker, { gss: "metrics-response", id: message.id, text, contentType: registry.contentType }),
@@ -56,7 +127,7 @@ export function servePrimaryMetrics(): void {
       );
     };
     const timer = setTimeout(reply, COLLECT_TIMEOUT_MS);
-    pending.set(id, { results, waiting: new Set(workers.map((w) => w.id)), done: reply });
+    pending.set(id, { results, waiting, done: reply });
     for (const w of workers) send(w, { gss: "metrics-collect", id });
     if (workers.length === 0) reply();
   });

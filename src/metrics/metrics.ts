@@ -39,6 +39,49 @@ export type WebhookAttemptOutcome = (typeof WEBHOOK_ATTEMPT_OUTCOMES)[number];
 export const APPROVAL_CALL_RESULTS = ["approved", "denied", "timeout", "error"] as const;
 export type ApprovalCallResult = (typeof APPROVAL_CALL_RESULTS)[number];
 
+/** How an operation the paymaster paid for ended on chain (the EntryPoint's `success` flag). */
+export const SETTLEMENT_OUTCOMES = ["success", "reverted"] as const;
+export type SettlementOutcome = (typeof SETTLEMENT_OUTCOMES)[number];
+
+/**
+ * How a chain RPC call failed (chains/rpc.ts): timeout (no answer in time), unreachable (no HTTP
+ * answer: refused, reset, DNS), http_status (an HTTP status other than 2xx), rpc_error (a JSON-RPC
+ * error from the node), other.
+ */
+export const RPC_ERROR_KINDS = ["timeout", "unreachable", "http_status", "rpc_error", "other"] as const;
+export type RpcErrorKind = (typeof RPC_ERROR_KINDS)[number];
+
+/**
+ * The JSON-RPC methods the service calls; any other is counted as "other", so that the method
+ * label stays a short, known list whatever a library starts sending.
+ */
+export const CHAIN_RPC_METHODS = new Set([
+  "eth_blockNumber",
+  "eth_call",
+  "eth_chainId",
+  "eth_getBalance",
+  "eth_getBlockByHash",
+  "eth_getBlockByNumber",
+  "eth_getCode",
+  "eth_getLogs",
+  "eth_getStorageAt",
+  "eth_getTransactionReceipt",
+  "eth_maxPriorityFeePerGas",
+  "debug_traceBlockByNumber",
+]);
+
+/** A chain the service serves, and the names of its watchers (chains/cursors.ts), for zeroed series. */
+export interface ServedChain {
+  chainId: number;
+  watchers: readonly string[];
+}
+
+/** What the chain watchers and RPC clients report (a part of Metrics, so that they need no more). */
+export type ChainMetrics = Pick<
+  Metrics,
+  "depositCredited" | "operationSettled" | "reorgReconciled" | "rpcError"
+>;
+
 /** The pending-deliveries gauge is read from the store at most this often, however often it is scraped. */
 export const PENDING_SAMPLE_MAX_AGE_MS = 10_000;
 /** The count behind gss_webhook_deliveries_pending stops here: a bounded read, whatever the backlog. */
@@ -76,6 +119,24 @@ export interface Metrics {
   pendingDeliveriesFrom(read: () => Promise<number>, now?: () => number): void;
   /** One call of an approval webhook: its result and how long it took. */
   approvalCall(result: ApprovalCallResult, seconds: number): void;
+  /**
+   * The chains this service serves: their per-chain counters (deposits, settlements, reorgs)
+   * start at zero, so that rate() and increase() see the first event.
+   */
+  chainsServed(chains: readonly ServedChain[]): void;
+  /** A deposit credited to a gas tank by the deposit watcher. */
+  depositCredited(chainId: number, wei: bigint): void;
+  /** An operation the paymaster paid, newly recorded by a settlement watcher: its outcome and actual cost. */
+  operationSettled(chainId: number, outcome: SettlementOutcome, costWei: bigint): void;
+  /** A reorganisation a watcher reconciled: blocks replaced and effects taken back (credits or charges). */
+  reorgReconciled(chainId: number, watcher: string, orphanedBlocks: bigint, reversals: number): void;
+  /** A chain RPC call that failed, after the client's own retries. */
+  rpcError(chainId: number, method: string, kind: RpcErrorKind): void;
+  /**
+   * Where the fee readings' ages come from, read at scrape time: seconds since each chain's last
+   * successful fee reading, Infinity when there has been none.
+   */
+  feeAgesFrom(read: () => { chainId: number; ageSec: number }[]): void;
   /** The text exposition: this service's metrics, then the process's. */
   exposition(): Promise<string>;
   /**
@@ -147,7 +208,13 @@ function processMetrics(): Registry {
  * @param options.clusterWorker this process is a cluster worker: /metrics answers the whole
  *   cluster's metrics, added up by the primary (metrics/cluster.ts). Default: `cluster.isWorker`.
  */
-export function createMetrics(options: { version: string; clusterWorker?: boolean }): Metrics {
+export function createMetrics(options: {
+  version: string;
+  clusterWorker?: boolean;
+  /** The service clock, for the age of the last deposit reading. */
+  now?: () => number;
+}): Metrics {
+  const now = options.now ?? Date.now;
   const registry = new Registry();
   const registers = [registry];
   new Gauge({
@@ -209,6 +276,22 @@ export function createMetrics(options: { version: string; clusterWorker?: boolea
     help: "The paymaster's deposit in its EntryPoint (ether: 1e18 wei of the native token)",
     labelNames: ["chain_id", "entry_point"],
     registers,
+  });
+  // When each paymaster's deposit was last read (ms), null before the first success. An unread
+  // deposit keeps its last value, and this age says how old it is: alerts on the deposit would
+  // otherwise go quiet exactly while the RPC is down.
+  const depositReadAt = new Map<string, { labels: Record<string, string>; atMs: number | null }>();
+  new Gauge({
+    aggregator: "min",
+    name: "gss_paymaster_deposit_age_seconds",
+    help: "Seconds since the paymaster's deposit was last read from its EntryPoint (+Inf before the first reading); gss_paymaster_deposit_ether keeps the last value read",
+    labelNames: ["chain_id", "entry_point"],
+    registers,
+    collect() {
+      const t = now();
+      for (const { labels, atMs } of depositReadAt.values())
+        this.set(labels, atMs === null ? Number.POSITIVE_INFINITY : Math.max(0, t - atMs) / 1000);
+    },
   });
   const tanks = new Gauge({
     aggregator: "max",
@@ -280,6 +363,68 @@ export function createMetrics(options: { version: string; clusterWorker?: boolea
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers,
   });
+  const credited = new Counter({
+    name: "gss_deposits_credited_total",
+    help: "Deposits credited to gas tanks by the deposit watcher (taken-back credits still count here; see gss_reorg_reversals_total)",
+    labelNames: ["chain_id"],
+    registers,
+  });
+  const creditedEther = new Counter({
+    name: "gss_deposits_credited_ether_total",
+    help: "What those deposits credited (ether: 1e18 wei of the native token; float, not for accounting)",
+    labelNames: ["chain_id"],
+    registers,
+  });
+  const settled = new Counter({
+    name: "gss_settled_operations_total",
+    help: "Operations the paymaster paid on chain, recorded by a settlement watcher, by outcome (success, reverted: the inner call failed, gas still paid)",
+    labelNames: ["chain_id", "outcome"],
+    registers,
+  });
+  const settledCost = new Counter({
+    name: "gss_settled_gas_cost_ether_total",
+    help: "The actual gas cost of those operations, what left the paymaster's deposit (ether)",
+    labelNames: ["chain_id", "outcome"],
+    registers,
+  });
+  const reorgs = new Counter({
+    name: "gss_chain_reorgs_total",
+    help: "Reorganisations deeper than the confirmation depth that a chain watcher reconciled",
+    labelNames: ["chain_id", "watcher"],
+    registers,
+  });
+  const reorgedBlocks = new Counter({
+    name: "gss_chain_reorged_blocks_total",
+    help: "Blocks a watcher had applied that those reorganisations replaced",
+    labelNames: ["chain_id", "watcher"],
+    registers,
+  });
+  const reversals = new Counter({
+    name: "gss_reorg_reversals_total",
+    help: "Effects taken back by those reorganisations: deposit credits (watcher deposits) or settlement charges (settlement watchers)",
+    labelNames: ["chain_id", "watcher"],
+    registers,
+  });
+  const rpcErrors = new Counter({
+    name: "gss_chain_rpc_errors_total",
+    help: "Chain RPC calls that failed after the client's retries, by JSON-RPC method and kind (timeout, unreachable, http_status, rpc_error, other)",
+    labelNames: ["chain_id", "method", "kind"],
+    registers,
+  });
+  let feeAges: (() => { chainId: number; ageSec: number }[]) | null = null;
+  new Gauge({
+    aggregator: "max",
+    name: "gss_fee_reading_age_seconds",
+    help: "Seconds since the fee oracle's last successful reading of the chain's gas prices (+Inf before the first); authorize refuses the chain past its FEE_MAX_AGE_MS",
+    labelNames: ["chain_id"],
+    registers,
+    collect() {
+      if (!feeAges) return;
+      this.reset();
+      for (const { chainId, ageSec } of feeAges()) this.set({ chain_id: String(chainId) }, ageSec);
+    },
+  });
+
   // Every outcome is a series from the start, so that rate() and increase() see the first one.
   for (const outcome of WEBHOOK_ATTEMPT_OUTCOMES) attempts.inc({ outcome }, 0);
   for (const result of APPROVAL_CALL_RESULTS) approvals.inc({ result }, 0);
@@ -308,9 +453,14 @@ export function createMetrics(options: { version: string; clusterWorker?: boolea
       unattributed.set({ chain_id: String(chainId), entry_point: entryPoint }, weiToEther(wei)),
     paymasterDeposit(chainId, entryPoint, wei) {
       const labels = { chain_id: String(chainId), entry_point: entryPoint };
-      // An unread deposit is no sample rather than a stale one.
-      if (wei === null) deposit.remove(labels);
-      else deposit.set(labels, weiToEther(wei));
+      const key = `${labels.chain_id}/${entryPoint}`;
+      // An unread deposit keeps its last value; its age (above) tells how old that is.
+      if (wei === null) {
+        if (!depositReadAt.has(key)) depositReadAt.set(key, { labels, atMs: null });
+        return;
+      }
+      deposit.set(labels, weiToEther(wei));
+      depositReadAt.set(key, { labels, atMs: now() });
     },
     gasTanks: (wei) => tanks.set(weiToEther(wei)),
     openReservations: (chainId, wei) => reservations.set({ chain_id: String(chainId) }, weiToEther(wei)),
@@ -327,6 +477,48 @@ export function createMetrics(options: { version: string; clusterWorker?: boolea
     approvalCall(result, seconds) {
       approvals.inc({ result });
       approvalDuration.observe(seconds);
+    },
+    chainsServed(chains) {
+      for (const { chainId, watchers } of chains) {
+        const chain_id = String(chainId);
+        credited.inc({ chain_id }, 0);
+        creditedEther.inc({ chain_id }, 0);
+        for (const outcome of SETTLEMENT_OUTCOMES) {
+          settled.inc({ chain_id, outcome }, 0);
+          settledCost.inc({ chain_id, outcome }, 0);
+        }
+        for (const watcher of watchers) {
+          reorgs.inc({ chain_id, watcher }, 0);
+          reorgedBlocks.inc({ chain_id, watcher }, 0);
+          reversals.inc({ chain_id, watcher }, 0);
+        }
+      }
+    },
+    depositCredited(chainId, wei) {
+      const chain_id = String(chainId);
+      credited.inc({ chain_id });
+      creditedEther.inc({ chain_id }, weiToEther(wei));
+    },
+    operationSettled(chainId, outcome, costWei) {
+      const labels = { chain_id: String(chainId), outcome };
+      settled.inc(labels);
+      settledCost.inc(labels, weiToEther(costWei));
+    },
+    reorgReconciled(chainId, watcher, orphanedBlocks, reversed) {
+      const labels = { chain_id: String(chainId), watcher };
+      reorgs.inc(labels);
+      reorgedBlocks.inc(labels, Number(orphanedBlocks));
+      reversals.inc(labels, reversed);
+    },
+    rpcError(chainId, method, kind) {
+      rpcErrors.inc({
+        chain_id: String(chainId),
+        method: CHAIN_RPC_METHODS.has(method) ? method : "other",
+        kind,
+      });
+    },
+    feeAgesFrom(read) {
+      feeAges = read;
     },
     snapshot,
     async exposition() {

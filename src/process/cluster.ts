@@ -18,6 +18,10 @@ import { EXIT_FAILURE } from "./startup.ts";
  *
  * - /metrics, whichever worker a scrape reaches, is the sum over the workers (metrics/cluster.ts).
  *
+ * Log lines: pino writes this process's own `pid` on every line, so a line about a worker names
+ * that worker's process `workerPid` (one key, one meaning; a JSON object with a key twice is read
+ * differently by different parsers).
+ *
  * Worker i is started with GSS_WORKER_INDEX=i (1-based) and a replacement gets the index of the
  * worker it replaces, so "worker 1" always exists: it alone starts the chain watchers.
  */
@@ -83,7 +87,7 @@ export function runPrimary({
     slot.worker = worker;
     worker.once("listening", () => {
       slot.listening = true;
-      if (slots.every((s) => s.listening)) log.info({ workers, pid: process.pid }, "all workers listening");
+      if (slots.every((s) => s.listening)) log.info({ workers }, "all workers listening");
     });
     worker.once("exit", (code, signal) => onExit(slot, worker, code, signal));
   };
@@ -96,13 +100,13 @@ export function runPrimary({
     const how = signal ? `signal ${signal}` : `exit code ${code}`;
     if (stopping) {
       if (code !== 0) exitCode = EXIT_FAILURE;
-      log.info({ worker: slot.index, pid: worker.process.pid, code, signal }, "worker stopped");
+      log.info({ worker: slot.index, workerPid: worker.process.pid, code, signal }, "worker stopped");
       if (alive().length === 0) finish();
       return;
     }
     if (!slot.listening) {
       log.error(
-        { worker: slot.index, pid: worker.process.pid, code, signal },
+        { worker: slot.index, workerPid: worker.process.pid, code, signal },
         `worker ${slot.index} exited during start-up (${how}): stopping`,
       );
       stop("a worker failed to start", EXIT_FAILURE);
@@ -113,7 +117,7 @@ export function runPrimary({
     const delay = slot.restartDelayMs;
     slot.restartDelayMs = Math.min(RESTART_MAX_MS, slot.restartDelayMs * 2);
     log.error(
-      { worker: slot.index, pid: worker.process.pid, code, signal, restartInMs: delay },
+      { worker: slot.index, workerPid: worker.process.pid, code, signal, restartInMs: delay },
       `worker ${slot.index} died (${how}): restarting it`,
     );
     slot.restartTimer = setTimeout(() => fork(slot), delay);

@@ -122,7 +122,11 @@ export const settlementRoutes: RoutePlugin = async (app, { services }) => {
   const clientFor = (chainId: number, rpcUrl: string) => {
     let client = clients.get(chainId);
     if (!client) {
-      client = createChainClient(rpcUrl, { timeoutMs: 3_000, retryCount: 0 });
+      client = createChainClient(rpcUrl, {
+        timeoutMs: 3_000,
+        retryCount: 0,
+        onError: (method, kind) => services.metrics.rpcError(chainId, method, kind),
+      });
       clients.set(chainId, client);
     }
     return client;

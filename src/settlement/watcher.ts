@@ -38,6 +38,7 @@ import { type ChainClient, confirmedHead } from "../chains/rpc.ts";
 import { earliestPendingSec, nextBlockRange } from "../chains/start-block.ts";
 import type { Db } from "../db/db.ts";
 import { release } from "../ledger/ledger.ts";
+import type { ChainMetrics } from "../metrics/metrics.ts";
 import { type ChainOperation, scanPaidOperations } from "./scan.ts";
 import { orphanedTotals, orphanOperations, type Recorded, recordOperation } from "./store.ts";
 
@@ -60,6 +61,8 @@ export interface SettlementWatcherOptions {
   /** Extra chain time after validUntil before an unused reservation is released. */
   releaseMarginSec?: number;
   log?: WatcherLog;
+  /** Where newly recorded operations and reconciled reorganisations are counted. */
+  metrics?: Pick<ChainMetrics, "operationSettled" | "reorgReconciled">;
   /**
    * The watcher's name: its cursor, remembered blocks and reorganisations are kept under it, so
    * each (EntryPoint, paymaster) pair of a chain needs its own (chains/cursors.ts). Default
@@ -155,6 +158,13 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
         const block = { number: op.blockNumber, hash: op.blockHash };
         const r = await applyEffects(db, scope, [block], (tx) => recordOperation(tx, chainId, paymaster, op));
         recorded.push(r);
+        // Counted once, when first recorded: a range read again records nothing new.
+        if (r.billing !== null)
+          options.metrics?.operationSettled(
+            chainId,
+            op.success ? "success" : "reverted",
+            op.actualGasCostWei,
+          );
         if (r.billing !== null && r.unbilledWei > 0n) {
           log.error(
             {
@@ -194,6 +204,7 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
       await orphanOperations(db, chainId, hashes);
       const totals = await orphanedTotals(db, chainId, hashes);
       await markReconciled(db, reorg, { ...totals, shortfalls: [] }, log);
+      options.metrics?.reorgReconciled(chainId, name, reorg.depth, totals.compensations);
       log.error(
         { ...context, forkBlock: reorg.forkBlock.toString(), compensated: totals.compensations },
         "settlements from replaced blocks compensated; the replacing blocks are read again",

@@ -11,10 +11,12 @@ import { type Address, getAddress, type Hex, parseEther } from "viem";
 import { createChainClient } from "../../src/chains/rpc.ts";
 import { createChainWatchers } from "../../src/chains/watchers.ts";
 import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
+import { createMetrics } from "../../src/metrics/metrics.ts";
 import { seedProject, startTestApp, type TestApp } from "../support/app.ts";
 import { type DevChain, startChain } from "../support/chain/anvil.ts";
 import { localArtifact, valueForwarderAbi } from "../support/chain/devnet.ts";
 import { balanceOf, type Project, watcherClient } from "../support/chain-service.ts";
+import { parseExposition } from "../support/prometheus.ts";
 
 const CONFIRMATIONS = 2;
 
@@ -108,7 +110,8 @@ async function parityInSync(p: Project) {
 describe("deposits from EOAs", () => {
   test("a transfer is credited once, and only after it has the configured confirmations", async () => {
     const p = await seedProject(t);
-    const w = watcher();
+    const metrics = createMetrics({ version: "t", clusterWorker: false });
+    const w = watcher({ metrics });
     const hash = await pay(p.depositAddress, parseEther("1.5"));
     await chain.publicClient.waitForTransactionReceipt({ hash });
 
@@ -128,6 +131,13 @@ describe("deposits from EOAs", () => {
     assert.equal((await w.tick()).credited, 0);
     assert.equal(await balanceOf(t, p), parseEther("1.5"));
     assert.equal(await parityInSync(p), true);
+
+    // Counted once, with its amount in ether; the second tick counted nothing.
+    const { samples } = parseExposition(await metrics.exposition());
+    const counted = (name: string) =>
+      samples.find((x) => x.name === name && x.labels.chain_id === String(chain.chainId))?.value;
+    assert.equal(counted("gss_deposits_credited_total"), 1);
+    assert.equal(counted("gss_deposits_credited_ether_total"), 1.5);
   });
 
   test("a transfer whose transaction reverted is not credited", async () => {

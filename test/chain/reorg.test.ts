@@ -24,9 +24,11 @@ import {
 import type { WatcherLog } from "../../src/chains/poll-loop.ts";
 import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { parity } from "../../src/ledger/ledger.ts";
+import { createMetrics } from "../../src/metrics/metrics.ts";
 import { seedProject, startTestApp, type TestApp } from "../support/app.ts";
 import { type DevChain, startChain } from "../support/chain/anvil.ts";
 import { balanceOf, type Project, watcherClient } from "../support/chain-service.ts";
+import { parseExposition } from "../support/prometheus.ts";
 
 const CONFIRMATIONS = 1;
 
@@ -145,7 +147,8 @@ async function spend(p: Project, amountWei: bigint) {
 describe("a credit from a replaced block", () => {
   test("is taken back by a reversal entry, with the balance and parity restored, and the reorganisation logged and reported", async () => {
     const log = recordingLog();
-    const w = watcher({ log });
+    const metrics = createMetrics({ version: "t", clusterWorker: false });
+    const w = watcher({ log, metrics });
     const p = await freshProject(w);
     const paid = await deposit(p, 1_000n);
     await confirm();
@@ -200,6 +203,17 @@ describe("a credit from a replaced block", () => {
     assert.equal(health.status, "degraded");
     assert.match(health.detail ?? "", new RegExp(`block ${paid.blockNumber}, depth ${depth}`));
 
+    // The metrics: one reorganisation of `depth` blocks, one credit taken back.
+    const { samples } = parseExposition(await metrics.exposition());
+    const counted = (name: string) =>
+      samples.find(
+        (x) =>
+          x.name === name && x.labels.chain_id === String(chain.chainId) && x.labels.watcher === "deposits",
+      )?.value;
+    assert.equal(counted("gss_chain_reorgs_total"), 1);
+    assert.equal(counted("gss_chain_reorged_blocks_total"), depth);
+    assert.equal(counted("gss_reorg_reversals_total"), 1);
+
     // The new chain grows on: nothing is credited again, nothing is reversed twice.
     await chain.testClient.mine({ blocks: 3 });
     const later = await w.tick();
@@ -239,7 +253,8 @@ describe("a credit from a replaced block", () => {
 
   test("already spent is taken back as far as the tank holds; the rest is a debt, recorded and logged", async () => {
     const log = recordingLog();
-    const w = watcher({ log });
+    const metrics = createMetrics({ version: "t", clusterWorker: false });
+    const w = watcher({ log, metrics });
     const p = await freshProject(w);
     const paid = await deposit(p, 1_000n);
     await confirm();

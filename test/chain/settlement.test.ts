@@ -16,6 +16,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { pollLoop } from "../../src/chains/poll-loop.ts";
 import { confirmedHead, createChainClient } from "../../src/chains/rpc.ts";
 import { depositWatcher } from "../../src/funding/deposit-watcher.ts";
+import { createMetrics, weiToEther } from "../../src/metrics/metrics.ts";
 import { PAYMASTER_GAS_LIMITS } from "../../src/paymaster/gas.ts";
 import { type SettlementWatcher, settlementWatcher } from "../../src/settlement/watcher.ts";
 import { seedProject, startTestApp, TEST_SIGNER_KEY, type TestApp } from "../support/app.ts";
@@ -39,6 +40,7 @@ import {
   watcherClient,
 } from "../support/chain-service.ts";
 import { prefundTooLowGas } from "../support/gas-search.ts";
+import { parseExposition } from "../support/prometheus.ts";
 import {
   buildUserOp,
   devnetUserOpGas,
@@ -116,6 +118,9 @@ function common() {
   return { db: t.db, chainId: chain.chainId, confirmations: CONFIRMATIONS, startBlock: 0n };
 }
 
+/** What the settlement watchers of these tests counted (issue 20's settlement series). */
+const metrics = createMetrics({ version: "t", clusterWorker: false });
+
 function watcher(rpcUrl = chain.rpcUrl): SettlementWatcher {
   return settlementWatcher({
     ...common(),
@@ -123,7 +128,23 @@ function watcher(rpcUrl = chain.rpcUrl): SettlementWatcher {
     entryPoint: stack.entryPoint,
     paymaster: stack.paymaster,
     releaseMarginSec: RELEASE_MARGIN_SEC,
+    metrics,
   });
+}
+
+/** The settlement counters of `metrics` for this chain, by outcome. */
+async function settledSeries() {
+  const { samples } = parseExposition(await metrics.exposition());
+  const of = (name: string, outcome: string) =>
+    samples.find(
+      (x) => x.name === name && x.labels.chain_id === String(chain.chainId) && x.labels.outcome === outcome,
+    )?.value ?? 0;
+  return {
+    success: of("gss_settled_operations_total", "success"),
+    reverted: of("gss_settled_operations_total", "reverted"),
+    successEther: of("gss_settled_gas_cost_ether_total", "success"),
+    revertedEther: of("gss_settled_gas_cost_ether_total", "reverted"),
+  };
 }
 
 const bundler = () => chain.wallets[1]!;
@@ -327,6 +348,14 @@ describe("settling sponsored operations", () => {
     assert.equal([...charged.values()].filter((c) => !c.success).length, 2);
     for (const c of charged.values()) assert.ok(c.cost > 0n, "a reverted operation still costs");
     await assertBooksMatchChain();
+
+    // The metrics counted each operation once, by outcome, with its actual cost in ether.
+    const costOf = (success: boolean) =>
+      [...charged.values()].filter((c) => c.success === success).reduce((sum, c) => sum + c.cost, 0n);
+    const series = await settledSeries();
+    assert.deepEqual([series.success, series.reverted], [4, 2]);
+    assert.ok(Math.abs(series.successEther - weiToEther(costOf(true))) < 1e-12);
+    assert.ok(Math.abs(series.revertedEther - weiToEther(costOf(false))) < 1e-12);
   });
 
   test("the chain parity report is for operators only", async () => {
@@ -340,9 +369,11 @@ describe("settling sponsored operations", () => {
 
   test("running tick again changes nothing", async () => {
     const before = await snapshot();
+    const counted = await settledSeries();
     const report = await watcher().tick();
     assert.deepEqual([report.settled, report.released, report.unattributed], [0, 0, 0]);
     assert.deepEqual(await snapshot(), before);
+    assert.deepEqual(await settledSeries(), counted, "nothing counted twice");
   });
 
   test("applying the same range twice (a crash between applying and moving the cursor) charges once", async () => {

@@ -19,7 +19,14 @@ export function parseExposition(text: string): { samples: Sample[]; types: Map<s
     assert.ok(m, `not a sample line: ${line}`);
     const labels: Record<string, string> = {};
     for (const [, k, v] of (m[2] ?? "").matchAll(/([a-zA-Z_]\w*)="((?:[^"\\]|\\.)*)"/g)) labels[k!] = v!;
-    samples.push({ name: m[1]!, labels, value: Number(m[3]) });
+    samples.push({ name: m[1]!, labels, value: sampleValue(m[3]!) });
   }
   return { samples, types };
+}
+
+/** A sample's value as the text format writes it: a float, or +Inf, -Inf, NaN. */
+function sampleValue(text: string): number {
+  if (text === "+Inf") return Number.POSITIVE_INFINITY;
+  if (text === "-Inf") return Number.NEGATIVE_INFINITY;
+  return Number(text);
 }
