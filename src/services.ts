@@ -18,7 +18,8 @@ import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP } from "./metrics/m
 import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
 import { type Maintenance, maintenance } from "./retention/maintenance.ts";
-import { loadOrCreateSecret } from "./secrets.ts";
+import { loadOrCreateSecret } from "./secrets/key-files.ts";
+import { secretsKeyring } from "./secrets/keyring.ts";
 import { createSigner } from "./sponsor/signer.ts";
 import { approvalGate } from "./webhooks/approval.ts";
 import { countPending } from "./webhooks/deliveries.ts";
@@ -77,6 +78,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const metrics: Metrics = overrides.metrics ?? createMetrics({ version: VERSION });
   metrics.pendingDeliveriesFrom(() => countPending(db, PENDING_DELIVERIES_CAP), now);
   const signer = createSigner(signerKey);
+  const keyring = overrides.keyring ?? secretsKeyring(config);
   const watchers = options.chainWatchers
     ? createChainWatchers(config, db, { metrics, signer: signer.address })
     : null;
@@ -96,12 +98,13 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     developerRateLimiter,
     authFailures,
     signer,
+    keyring,
     reservations: reservationBatcher(db, (size) => metrics.reservationBatch(size)),
     feeOracle,
     senderCode,
     readiness,
     metrics,
-    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics }),
+    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics, keyring }),
     now,
     ...overrides,
   };
@@ -115,6 +118,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     pollIntervalMs: config.webhookPollIntervalMs,
     fetch: egress,
     metrics,
+    keyring,
   });
   const upkeep = maintenance(db, {
     intervalMs: config.maintenanceIntervalMs,
