@@ -236,4 +236,96 @@ describe("loadConfig", () => {
       },
     );
   });
+
+  it("takes the secrets key and its predecessors as 32 bytes of hex or base64, never quoting a bad one", () => {
+    const hex = "ab".repeat(32);
+    const base64 = Buffer.alloc(32, 7).toString("base64");
+    const c = loadConfig({
+      SECRETS_ENCRYPTION_KEY: hex,
+      SECRETS_ENCRYPTION_KEYS_PREVIOUS: ` ${base64}, ${Buffer.alloc(32, 9).toString("base64url")}`,
+    });
+    assert.equal(c.secretsEncryptionKey?.toString("hex"), hex);
+    assert.deepEqual(
+      c.secretsEncryptionKeysPrevious.map((k) => k.toString("hex")),
+      ["07".repeat(32), "09".repeat(32)],
+    );
+    assert.equal(loadConfig({}).secretsEncryptionKey, null);
+    assert.deepEqual(loadConfig({}).secretsEncryptionKeysPrevious, []);
+    const secret = "my-precious-but-short-key";
+    assert.throws(
+      () =>
+        loadConfig({
+          SECRETS_ENCRYPTION_KEY: secret,
+          SECRETS_ENCRYPTION_KEYS_PREVIOUS: `${base64},${secret}`,
+        }),
+      (err: Error) => {
+        assert.ok(err instanceof ConfigError);
+        assert.match(err.message, /SECRETS_ENCRYPTION_KEY: must be 32 bytes/);
+        assert.match(err.message, /SECRETS_ENCRYPTION_KEYS_PREVIOUS: entry 2 must be 32 bytes/);
+        assert.ok(!err.message.includes(secret));
+        return true;
+      },
+    );
+    assert.throws(() => loadConfig({ SECRETS_ENCRYPTION_KEY: "00".repeat(32) }), /must not be all zeros/);
+  });
+
+  describe("the identity provider's URLs", () => {
+    const oidc = (issuer: string, jwksUrl: string, env: Record<string, string> = {}) =>
+      loadConfig({ OIDC_ISSUER: issuer, OIDC_AUDIENCE: "gss", OIDC_JWKS_URL: jwksUrl, ...env });
+    const production = { NODE_ENV: "production" };
+
+    it("takes https anywhere, and http for a loopback provider outside production", () => {
+      assert.equal(
+        oidc("https://id.example", "https://id.example/jwks", production).oidc?.jwksUrl,
+        "https://id.example/jwks",
+      );
+      for (const local of [
+        "http://127.0.0.1:8080",
+        "http://localhost:9000",
+        "http://[::1]:9000",
+        "http://127.9.9.9",
+      ]) {
+        assert.equal(oidc(local, `${local}/jwks`).oidc?.issuer, local);
+      }
+    });
+
+    it("refuses http in production, loopback included, naming each setting", () => {
+      assert.throws(
+        () => oidc("http://127.0.0.1:8080", "http://localhost:8080/jwks", production),
+        (err: Error) => {
+          assert.ok(err instanceof ConfigError);
+          assert.match(err.message, /OIDC_ISSUER: must use https: in production/);
+          assert.match(err.message, /OIDC_JWKS_URL: must use https: in production/);
+          return true;
+        },
+      );
+    });
+
+    it("refuses http to a host that is not loopback, and anything that is not a URL, in any environment", () => {
+      assert.throws(
+        () => oidc("http://id.example", "http://10.0.0.5/jwks"),
+        (err: Error) => {
+          assert.match(
+            err.message,
+            /OIDC_ISSUER: must use https: \(http is accepted only for a loopback host/,
+          );
+          assert.match(
+            err.message,
+            /OIDC_JWKS_URL: must use https: \(http is accepted only for a loopback host/,
+          );
+          return true;
+        },
+      );
+      // A name that only starts like loopback is not loopback.
+      assert.throws(() => oidc("https://id.example", "http://127.0.0.1.example.com/jwks"), /OIDC_JWKS_URL: /);
+      assert.throws(
+        () => oidc("id.example", "ftp://id.example/jwks"),
+        (err: Error) => {
+          assert.match(err.message, /OIDC_ISSUER: must be a URL/);
+          assert.match(err.message, /OIDC_JWKS_URL: must use https:/);
+          return true;
+        },
+      );
+    });
+  });
 });

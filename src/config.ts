@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { availableParallelism } from "node:os";
 import { type Address, type Hex, isAddress, isHex } from "viem";
+import { decodeKey } from "./secrets/envelope.ts";
 import { DEFAULT_PRE_VERIFICATION_BOUNDS, type PreVerificationBounds } from "./sponsor/pre-verification.ts";
 
 /**
@@ -87,6 +88,13 @@ export interface Config {
   databaseUrl: string | null;
   redisUrl: string | null;
   signerPrivateKey: Hex | null;
+  /**
+   * The key that seals stored secrets (webhook and approval signing secrets) with AES-256-GCM
+   * (src/secrets/); null: a key generated into DATA_DIR, which production refuses.
+   */
+  secretsEncryptionKey: Buffer | null;
+  /** Older keys, still accepted to open what they sealed until `npm run secrets -- rotate` re-seals it. */
+  secretsEncryptionKeysPrevious: readonly Buffer[];
   oidc: OidcConfig | null;
   dashboard: DashboardConfig;
   depositXpub: string | null;
@@ -216,7 +224,9 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: read("DATABASE_URL", url(["postgres:", "postgresql:"]), null),
     redisUrl: read("REDIS_URL", url(["redis:", "rediss:"]), null),
     signerPrivateKey: read("SIGNER_PRIVATE_KEY", privateKey, null),
-    oidc: readOidc(env, problems),
+    secretsEncryptionKey: read("SECRETS_ENCRYPTION_KEY", decodeKey, null),
+    secretsEncryptionKeysPrevious: read("SECRETS_ENCRYPTION_KEYS_PREVIOUS", keyList, []),
+    oidc: readOidc(env, nodeEnv === "production", problems),
     dashboard: {
       oidcClientId: read("DASHBOARD_OIDC_CLIENT_ID", (v) => printable(v, 256), null),
       oidcScope: read("DASHBOARD_OIDC_SCOPE", (v) => printable(v, 512, true), "openid email profile"),
@@ -371,7 +381,7 @@ function sameAddress(a: string, b: string): boolean {
   return a.toLowerCase() === b.toLowerCase();
 }
 
-function readOidc(env: Env, problems: string[]): OidcConfig | null {
+function readOidc(env: Env, production: boolean, problems: string[]): OidcConfig | null {
   const issuer = env.OIDC_ISSUER;
   const audience = env.OIDC_AUDIENCE;
   const jwksUrl = env.OIDC_JWKS_URL;
@@ -381,12 +391,62 @@ function readOidc(env: Env, problems: string[]): OidcConfig | null {
     problems.push("OIDC_ISSUER, OIDC_AUDIENCE and OIDC_JWKS_URL must be set together");
     return null;
   }
-  try {
-    url(["https:", "http:"])(jwksUrl!);
-  } catch (err) {
-    problems.push(`OIDC_JWKS_URL: ${(err as Error).message}`);
+  // The JWKS is where token signing keys come from, and the issuer is where the dashboard
+  // discovers the provider: over plain http anyone on the path could hand the service keys of
+  // their own and sign in as any developer.
+  for (const [name, value] of [
+    ["OIDC_ISSUER", issuer!],
+    ["OIDC_JWKS_URL", jwksUrl!],
+  ] as const) {
+    try {
+      identityProviderUrl(value, production);
+    } catch (err) {
+      problems.push(`${name}: ${(err as Error).message}`);
+    }
   }
   return { issuer: issuer!, audience: audience!, jwksUrl: jwksUrl! };
+}
+
+/**
+ * An https URL; plain http only for a loopback host (an identity provider on this machine, in
+ * development and tests), never in production.
+ */
+function identityProviderUrl(v: string, production: boolean): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(v);
+  } catch {
+    throw new Error("must be a URL");
+  }
+  if (parsed.protocol === "https:") return v;
+  if (parsed.protocol !== "http:") throw new Error("must use https:");
+  if (production)
+    throw new Error("must use https: in production (http would let anyone on the path supply signing keys)");
+  if (!isLoopbackHost(parsed.hostname)) {
+    throw new Error("must use https: (http is accepted only for a loopback host, outside production)");
+  }
+  return v;
+}
+
+function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  if (host === "localhost" || host.endsWith(".localhost") || host === "::1") return true;
+  return isIP(host) === 4 && host.startsWith("127.");
+}
+
+/** Comma-separated keys, each as SECRETS_ENCRYPTION_KEY takes it; named by position, never quoted. */
+function keyList(v: string): Buffer[] {
+  const entries = v
+    .split(",")
+    .map((e) => e.trim())
+    .filter((e) => e !== "");
+  return entries.map((entry, i) => {
+    try {
+      return decodeKey(entry);
+    } catch (err) {
+      throw new Error(`entry ${i + 1} ${(err as Error).message}`);
+    }
+  });
 }
 
 function emailList(v: string): string[] {

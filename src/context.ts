@@ -11,6 +11,7 @@ import type { ReservationBatcher } from "./ledger/batcher.ts";
 import type { Metrics } from "./metrics/metrics.ts";
 import type { AuthFailureLimiter } from "./rate-limits/failed-auth.ts";
 import type { RateLimiter } from "./rate-limits/limiter.ts";
+import type { Keyring } from "./secrets/envelope.ts";
 import type { Signer } from "./sponsor/signer.ts";
 import type { ApprovalGate } from "./webhooks/approval.ts";
 
@@ -28,6 +29,8 @@ export interface Services {
   /** Failed authentications per client address (FAILED_AUTH_LIMIT). */
   authFailures: AuthFailureLimiter;
   signer: Signer;
+  /** The keys that seal stored secrets (webhook and approval signing secrets) at rest. */
+  keyring: Keyring;
   /** Reserves gas tank funds for authorizations, batching concurrent ones per project. */
   reservations: ReservationBatcher;
   /** Each chain's current base fee and priority fee, read synchronously from a cache. */

@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "pino";
 import { buildApp } from "./app.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
+import type { Services } from "./context.ts";
 import { migrate } from "./db/migrate.ts";
 import { runPrimary, workerIndex } from "./process/cluster.ts";
 import { processLogger } from "./process/log.ts";
@@ -18,6 +19,8 @@ import {
   StartupAborted,
   StartupFailure,
 } from "./process/startup.ts";
+import { SEALED_COLUMNS } from "./secrets/registry.ts";
+import { resealSecrets } from "./secrets/reseal.ts";
 import { wireServices } from "./services.ts";
 
 /** Replaced by the configured logger once the configuration is read. */
@@ -103,6 +106,7 @@ async function serve(config: Config, log: Logger, index: number | null) {
     throw new StartupFailure(`migrations failed: ${firstLine(err)}`);
   }
   const wired = await wireServices(config, store.db, { chainWatchers: true });
+  await sealPlaintextSecrets(wired.services, log);
   const app = await buildApp({ services: wired.services, loggerInstance: log });
   const drain = httpDrain(app);
   shutdown.add(drain.step);
@@ -127,6 +131,7 @@ async function serve(config: Config, log: Logger, index: number | null) {
       store: store.db.kind,
       rateLimits: wired.services.rateLimiter.shared ? "redis" : "memory",
       signer: wired.services.signer.address,
+      secretsKey: wired.services.keyring.current.id,
       watchers: runsWatchers,
       version: wired.services.version,
     },
@@ -139,6 +144,26 @@ async function serve(config: Config, log: Logger, index: number | null) {
   // Every instance runs the upkeep too: its batches skip rows another instance holds.
   wired.maintenance.start(log.child({ component: "maintenance" }));
   shutdown.ready();
+}
+
+/**
+ * Seals the secrets still stored in plain text (rows written before they were sealed), before
+ * anything is served: migration 018 cannot, having no key. Re-sealing what an older key sealed
+ * is the operator's step (`npm run secrets -- rotate`), not start-up's: during a rolling change
+ * of key, an instance still on the old key could not open what a new one re-sealed.
+ */
+async function sealPlaintextSecrets(services: Pick<Services, "db" | "keyring">, log: Logger) {
+  try {
+    const { resealed } = await resealSecrets(services.db, services.keyring, SEALED_COLUMNS, "plaintext");
+    if (resealed > 0) {
+      log.info(
+        { secrets: resealed, secretsKey: services.keyring.current.id },
+        "secrets stored in plain text were encrypted",
+      );
+    }
+  } catch (err) {
+    throw new StartupFailure(`encrypting the secrets stored in plain text failed: ${firstLine(err)}`);
+  }
 }
 
 /**

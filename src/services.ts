@@ -20,7 +20,8 @@ import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP, type ServedChain }
 import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
 import { type Maintenance, maintenance } from "./retention/maintenance.ts";
-import { loadOrCreateSecret } from "./secrets.ts";
+import { loadOrCreateSecret } from "./secrets/key-files.ts";
+import { secretsKeyring } from "./secrets/keyring.ts";
 import { createSigner } from "./sponsor/signer.ts";
 import { approvalGate } from "./webhooks/approval.ts";
 import { countPending } from "./webhooks/deliveries.ts";
@@ -81,6 +82,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const served = servedChains(config);
   metrics.chainsServed(served);
   const signer = createSigner(signerKey);
+  const keyring = overrides.keyring ?? secretsKeyring(config);
   const watchers = options.chainWatchers
     ? createChainWatchers(config, db, { metrics, signer: signer.address })
     : null;
@@ -103,12 +105,13 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     developerRateLimiter,
     authFailures,
     signer,
+    keyring,
     reservations: reservationBatcher(db, (size) => metrics.reservationBatch(size)),
     feeOracle,
     senderCode,
     readiness,
     metrics,
-    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics }),
+    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics, keyring }),
     now,
     ...overrides,
   };
@@ -122,6 +125,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     pollIntervalMs: config.webhookPollIntervalMs,
     fetch: egress,
     metrics,
+    keyring,
   });
   const upkeep = maintenance(db, {
     intervalMs: config.maintenanceIntervalMs,

@@ -182,15 +182,16 @@ describe("start-up failures: one log line, a non-zero exit, no stack trace", () 
     }
   });
 
-  it("production refuses a generated signer key, a generated deposit seed and the embedded store, generating nothing", async () => {
+  it("production refuses a generated signer key, a generated deposit seed, the embedded store and a generated secrets key, generating nothing", async () => {
     const dataDir = tempDir();
     const result = await runToExit({ NODE_ENV: "production", DATA_DIR: dataDir, ...OIDC });
     const line = assertOneFailure(result, 2, /^refusing to start: /);
     const refusals = line.refusals as string[];
-    assert.equal(refusals.length, 3, refusals.join("\n"));
+    assert.equal(refusals.length, 4, refusals.join("\n"));
     assert.match(refusals[0]!, /^SIGNER_PRIVATE_KEY is not set/);
     assert.match(refusals[1]!, /^DEPOSIT_XPUB is not set: .*does not generate a seed/);
     assert.match(refusals[2]!, /^DATABASE_URL is not set/);
+    assert.match(refusals[3]!, /^SECRETS_ENCRYPTION_KEY is not set/);
     for (const r of refusals) assert.match(r, /ALLOW_INSECURE_DEFAULTS=true/);
     assert.deepEqual(readdirSync(dataDir), [], "no key, seed or database was created");
   });
@@ -223,7 +224,7 @@ describe("start-up failures: one log line, a non-zero exit, no stack trace", () 
       );
       assert.deepEqual(
         warnings.map((l) => l.setting),
-        ["SIGNER_PRIVATE_KEY", "DEPOSIT_XPUB", "DATABASE_URL"],
+        ["SIGNER_PRIVATE_KEY", "DEPOSIT_XPUB", "DATABASE_URL", "SECRETS_ENCRYPTION_KEY"],
       );
     } finally {
       assert.deepEqual(await server.stop(), { code: 0, signal: null });

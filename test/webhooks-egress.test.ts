@@ -111,6 +111,7 @@ describe("WEBHOOK_PRIVATE_TARGETS=refuse", () => {
       timeoutMs: 1_000,
       pollIntervalMs: 50,
       fetch: webhookFetch("refuse"),
+      keyring: strict.services.keyring,
     });
   });
   after(async () => {

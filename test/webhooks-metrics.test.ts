@@ -48,6 +48,7 @@ before(async () => {
     timeoutMs: TIMEOUT_MS,
     pollIntervalMs: 50,
     metrics: t.services.metrics,
+    keyring: t.services.keyring,
   };
   worker = webhookWorker(t.db, options);
   refusing = webhookWorker(t.db, { ...options, fetch: webhookFetch("refuse") });

@@ -35,11 +35,13 @@ before(async () => {
     retry: { baseDelayMs: 10, maxDelayMs: 20, maxAttempts: 2 },
     timeoutMs: 500,
     pollIntervalMs: 50,
+    keyring: t.services.keyring,
   });
   slow = webhookWorker(t.db, {
     retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 5 },
     timeoutMs: 500,
     pollIntervalMs: 50,
+    keyring: t.services.keyring,
   });
 });
 after(async () => {

@@ -40,6 +40,7 @@ before(async () => {
     retry: { baseDelayMs: 20, maxDelayMs: 80, maxAttempts: 8 },
     timeoutMs: 300,
     pollIntervalMs: 50,
+    keyring: t.services.keyring,
   });
 });
 after(async () => {

@@ -1,5 +1,5 @@
-import { mkdirSync } from "node:fs";
 import { PGlite } from "@electric-sql/pglite";
+import { ensurePrivateDir } from "../secrets/key-files.ts";
 import type { Db, Queryable } from "./db.ts";
 import { asUnavailable } from "./unavailable.ts";
 
@@ -12,7 +12,8 @@ import { asUnavailable } from "./unavailable.ts";
  * nothing to bound here. A closed instance is reported as DatabaseUnavailable.
  */
 export async function openPglite(dataDir: string): Promise<Db> {
-  if (!dataDir.startsWith("memory://")) mkdirSync(dataDir, { recursive: true });
+  // The database holds every project's data: its files are for this user only (0700).
+  if (!dataDir.startsWith("memory://")) ensurePrivateDir(dataDir);
   const pg = await PGlite.create(dataDir);
   const query = async <T>(sql: string, params?: unknown[]) => {
     try {

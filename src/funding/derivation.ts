@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { secp256k1 } from "@noble/curves/secp256k1";
 import { HDKey } from "@scure/bip32";
 import { type Address, bytesToHex, getAddress, keccak256 } from "viem";
-import { loadOrCreateSecret } from "../secrets.ts";
+import { loadOrCreateSecret } from "../secrets/key-files.ts";
 
 /**
  * Deposit addresses are the non-hardened children `0/i` of an account-level extended public key

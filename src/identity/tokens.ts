@@ -11,7 +11,7 @@ import {
   SignJWT,
 } from "jose";
 import type { OidcConfig } from "../config.ts";
-import { loadOrCreateSecret } from "../secrets.ts";
+import { loadOrCreateSecret } from "../secrets/key-files.ts";
 import { normalizeEmail } from "./email.ts";
 
 /** A developer as the identity provider vouches for them. */

@@ -6,9 +6,11 @@ import type { Config } from "../config.ts";
  *
  * - Production (NODE_ENV=production) refuses the embedded defaults that are fine on a laptop and
  *   wrong with real money: a signer key generated into DATA_DIR, a deposit seed generated into
- *   DATA_DIR (it can spend every deposit, and has no business on the API host), and the embedded
- *   store (one process, one disk, no replicas). ALLOW_INSECURE_DEFAULTS=true relaxes exactly
- *   these three, each with a warning at every start. The local token issuer stays refused.
+ *   DATA_DIR (it can spend every deposit, and has no business on the API host), the embedded
+ *   store (one process, one disk, no replicas), and a secrets key generated into DATA_DIR (the
+ *   webhook secrets would be sealed under a key kept beside the database, or lost with one
+ *   instance's disk). ALLOW_INSECURE_DEFAULTS=true relaxes exactly these four, each with a
+ *   warning at every start. The local token issuer stays refused.
  * - Cluster mode (WORKERS > 1) needs what makes workers as exact as separate instances: a shared
  *   database (PGlite lives in one process's memory) and shared rate limits (in-memory counters
  *   would give every worker the whole budget). Nothing relaxes these.
@@ -26,6 +28,7 @@ type PolicyConfig = Pick<
   | "signerPrivateKey"
   | "depositXpub"
   | "databaseUrl"
+  | "secretsEncryptionKey"
   | "redisUrl"
   | "oidc"
   | "allowInsecureDefaults"
@@ -63,6 +66,14 @@ export function processPolicy(config: PolicyConfig): ProcessPolicy {
         refusal:
           "DATABASE_URL is not set: in production the store is PostgreSQL, not the embedded PGlite (one process, one disk)",
         warning: "DATABASE_URL is not set: using the embedded PGlite store in DATA_DIR",
+      },
+      {
+        setting: "SECRETS_ENCRYPTION_KEY",
+        missing: config.secretsEncryptionKey === null,
+        refusal:
+          "SECRETS_ENCRYPTION_KEY is not set: in production the key that encrypts webhook and approval secrets at rest comes from configuration (32 bytes, base64 or hex), it is not generated into DATA_DIR",
+        warning:
+          "SECRETS_ENCRYPTION_KEY is not set: encrypting webhook secrets under a key generated into DATA_DIR/secrets.key",
       },
     ];
     for (const item of insecure.filter((i) => i.missing)) {

@@ -1,4 +1,3 @@
-import { mkdirSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { Config } from "../config.ts";
@@ -6,6 +5,7 @@ import { acquireDataDirLock, type DataDirLock, DataDirLocked } from "../db/data-
 import type { Db } from "../db/db.ts";
 import { openDb } from "../db/index.ts";
 import { unavailableReason } from "../db/unavailable.ts";
+import { ensurePrivateDir } from "../secrets/key-files.ts";
 
 /**
  * Start-up steps that can fail for reasons an operator has to act on, each turned into one log
@@ -59,7 +59,7 @@ export async function openStore(config: StoreConfig, log: Logger, abort?: AbortS
   }
   let lock: DataDirLock | null = null;
   if (config.dataDir !== "memory://") {
-    mkdirSync(config.dataDir, { recursive: true });
+    ensurePrivateDir(config.dataDir);
     try {
       lock = acquireDataDirLock(config.dataDir);
     } catch (err) {

@@ -15,9 +15,10 @@ import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
+import type { Keyring } from "../secrets/envelope.ts";
 import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
 import { signedHeaders } from "./signing.ts";
-import { type ApprovalSettings, readSettings } from "./store.ts";
+import { type ApprovalSettings, approvalBinding, openSecret, readSettings } from "./store.ts";
 
 export interface ApprovalRequest {
   projectId: string;
@@ -53,6 +54,8 @@ export function approvalGate(deps: {
   fetch?: WebhookFetch;
   /** Where calls are counted by result and timed; nothing is counted without it. */
   metrics?: Pick<Metrics, "approvalCall">;
+  /** Opens the approval webhooks' signing secrets (stored sealed, webhooks/store.ts). */
+  keyring: Keyring;
 }): ApprovalGate {
   const send: WebhookFetch = deps.fetch ?? ((url, init) => fetch(url, init));
   const cache = new Lru<string, { settings: ApprovalSettings | null; expiresAt: number }>(10_000);
@@ -68,8 +71,18 @@ export function approvalGate(deps: {
     async check(req) {
       const settings = await settingsOf(req.projectId);
       if (!settings) return { kind: "approved", by: "no_webhook" };
+      // Nothing is sent unsigned: a secret that cannot be opened is a failure to ask, which the
+      // project's fail mode decides like any other.
+      const opened = openSecret(deps.keyring, settings.sealedSecret, approvalBinding(req.projectId));
+      if (!opened.ok) {
+        deps.metrics?.approvalCall("error", 0);
+        return decide(settings.failMode, {
+          kind: "failure",
+          why: "its stored signing secret cannot be decrypted by the service",
+        });
+      }
       const started = performance.now();
-      const { answer, result } = await ask(send, settings, req, deps.now);
+      const { answer, result } = await ask(send, settings, opened.secret, req, deps.now);
       deps.metrics?.approvalCall(result, (performance.now() - started) / 1000);
       return decide(settings.failMode, answer);
     },
@@ -160,6 +173,7 @@ function resultOf(answer: Answer): { answer: Answer; result: ApprovalCallResult 
 async function ask(
   send: WebhookFetch,
   settings: ApprovalSettings,
+  secret: string,
   req: ApprovalRequest,
   now: () => number,
 ): Promise<{ answer: Answer; result: ApprovalCallResult }> {
@@ -172,7 +186,7 @@ async function ask(
     const res = await send(settings.url, {
       method: "POST",
       headers: {
-        ...signedHeaders([settings.secret], id, Math.floor(nowMs / 1000), body),
+        ...signedHeaders([secret], id, Math.floor(nowMs / 1000), body),
         "user-agent": "gas-sponsorship-webhooks/1",
       },
       body,

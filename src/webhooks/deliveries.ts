@@ -9,13 +9,22 @@
  * its rows to be claimed again when the lease runs out: at least once, never lost.
  */
 import type { Queryable } from "../db/db.ts";
+import type { Keyring } from "../secrets/envelope.ts";
+import { endpointBinding, openSecret } from "./store.ts";
 
 export interface ClaimedDelivery {
   id: number;
   attempt: number;
+  endpointId: number;
   url: string;
-  /** The current secret, then the previous one while it is still honoured. */
+  /** The current secret, then the previous one while it is still honoured (opened). */
   secrets: string[];
+  /**
+   * Why the endpoint's current secret could not be opened (a key missing from the configuration,
+   * a value altered or copied from another row), or null. Such a delivery is not sent: an
+   * unsigned or wrongly signed request would teach receivers to skip verification.
+   */
+  secretProblem: string | null;
   eventId: string;
   type: string;
   projectId: string;
@@ -23,10 +32,16 @@ export interface ClaimedDelivery {
   createdAt: Date;
 }
 
-export async function claimDue(db: Queryable, limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+export async function claimDue(
+  db: Queryable,
+  limit: number,
+  leaseMs: number,
+  ring: Keyring,
+): Promise<ClaimedDelivery[]> {
   const rows = await db.query<{
     id: number;
     attempts: number;
+    endpoint_id: number;
     url: string;
     secret: string;
     previous_secret: string | null;
@@ -44,7 +59,7 @@ export async function claimDue(db: Queryable, limit: number, leaseMs: number): P
        next_attempt_at = now() + make_interval(secs => $2::double precision / 1000)
      FROM due, webhook_endpoints e, event_outbox ev
      WHERE d.id = due.id AND e.id = d.endpoint_id AND ev.id = d.event_id
-     RETURNING d.id, d.attempts, e.url, e.secret,
+     RETURNING d.id, d.attempts, e.id AS endpoint_id, e.url, e.secret,
        CASE WHEN e.previous_secret_until > now() THEN e.previous_secret END AS previous_secret,
        ev.event_id, ev.type, ev.project_id, ev.payload, ev.created_at`,
     [limit, leaseMs],
@@ -52,14 +67,32 @@ export async function claimDue(db: Queryable, limit: number, leaseMs: number): P
   return rows.map((r) => ({
     id: r.id,
     attempt: r.attempts,
+    endpointId: r.endpoint_id,
     url: r.url,
-    secrets: r.previous_secret ? [r.secret, r.previous_secret] : [r.secret],
+    ...openedSecrets(ring, r.endpoint_id, r.secret, r.previous_secret),
     eventId: r.event_id,
     type: r.type,
     projectId: r.project_id,
     payload: r.payload,
     createdAt: r.created_at,
   }));
+}
+
+/**
+ * The endpoint's secrets, opened. A previous secret that does not open is left out (the current
+ * one still signs); a current one that does not open is a problem the worker records.
+ */
+function openedSecrets(
+  ring: Keyring,
+  endpointId: number,
+  current: string,
+  previous: string | null,
+): Pick<ClaimedDelivery, "secrets" | "secretProblem"> {
+  const binding = endpointBinding(endpointId);
+  const opened = openSecret(ring, current, binding);
+  if (!opened.ok) return { secrets: [], secretProblem: opened.why };
+  const older = previous === null ? null : openSecret(ring, previous, binding);
+  return { secrets: older?.ok ? [opened.secret, older.secret] : [opened.secret], secretProblem: null };
 }
 
 export interface AttemptResult {

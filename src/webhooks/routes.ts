@@ -150,7 +150,7 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
       await authorizeProject(db, request, projectId, "project:update");
       const secret = generateSecret();
       const endpoint = await db.transaction((tx) =>
-        createEndpoint(tx, {
+        createEndpoint(tx, services.keyring, {
           projectId,
           url: checkedUrl(request.body.url, services.config.webhookPrivateTargets),
           eventTypes: request.body.eventTypes,
@@ -244,7 +244,7 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
       const { id, webhookId } = request.params;
       await authorizeProject(db, request, id, "project:update");
       const secret = generateSecret();
-      if (!(await rotateEndpointSecret(db, id, Number(webhookId), secret)))
+      if (!(await rotateEndpointSecret(db, services.keyring, id, Number(webhookId), secret)))
         throw notFound("webhook endpoint");
       return { secret };
     },
@@ -376,7 +376,14 @@ function approvalRoutes(app: App, services: Parameters<RoutePlugin>[1]["services
         failMode,
       };
       const { secret } = await db.transaction((tx) =>
-        putApproval(tx, projectId, approval, generateSecret(), request.body.rotateSecret === true),
+        putApproval(
+          tx,
+          services.keyring,
+          projectId,
+          approval,
+          generateSecret(),
+          request.body.rotateSecret === true,
+        ),
       );
       services.approvals.forget(projectId);
       return { ...approval, ...(secret ? { secret } : {}) };

@@ -2,8 +2,15 @@
  * The webhook tables (migrations/009_webhooks.sql): endpoints, per-project settings, deliveries
  * and their attempts. This module is their only writer; secrets are read here for signing and
  * never returned by the listing functions.
+ *
+ * Signing secrets are stored sealed (src/secrets/envelope.ts, migrations/018), each bound to its
+ * row: an endpoint's to `webhook_endpoints:<id>`, an approval webhook's to
+ * `project_webhook_settings:<project id>`. They are sealed here, before they reach SQL, and
+ * opened only where a request is signed.
  */
 import type { Queryable } from "../db/db.ts";
+import { type Keyring, OPEN_FAILURES, open, seal } from "../secrets/envelope.ts";
+import type { SealedColumns } from "../secrets/reseal.ts";
 
 export const MAX_ENDPOINTS_PER_PROJECT = 10;
 /** How long a rotated-out secret keeps signing beside the new one. */
@@ -54,12 +61,50 @@ export async function getEndpoint(db: Queryable, projectId: string, id: number):
   return rows[0] ? toEndpoint(rows[0]) : null;
 }
 
+/** What an endpoint's secrets are bound to: the row that holds them. */
+export function endpointBinding(id: number | string): string {
+  return `webhook_endpoints:${id}`;
+}
+
+/** What a project's approval secret is bound to. */
+export function approvalBinding(projectId: string): string {
+  return `project_webhook_settings:${projectId}`;
+}
+
+/** The columns of this module that hold sealed secrets (src/secrets/registry.ts lists every module's). */
+export const WEBHOOK_SEALED_COLUMNS: readonly SealedColumns[] = [
+  { table: "webhook_endpoints", key: "id", columns: ["secret", "previous_secret"], binding: endpointBinding },
+  {
+    table: "project_webhook_settings",
+    key: "project_id",
+    columns: ["approval_secret"],
+    binding: approvalBinding,
+  },
+];
+
+/**
+ * Opens a secret read from a row. The reason a value cannot be opened is for logs (it never
+ * includes the value).
+ */
+export function openSecret(
+  ring: Keyring,
+  sealed: string,
+  binding: string,
+): { ok: true; secret: string } | { ok: false; why: string } {
+  const opened = open(ring, sealed, binding);
+  return opened.ok
+    ? { ok: true, secret: opened.plaintext }
+    : { ok: false, why: OPEN_FAILURES[opened.reason] };
+}
+
 /**
  * Adds an endpoint, or returns null when the project already has its maximum. The project row is
- * locked so that concurrent creations cannot overshoot the bound.
+ * locked so that concurrent creations cannot overshoot the bound. The id is drawn first, so the
+ * secret can be sealed bound to the row it goes into.
  */
 export async function createEndpoint(
   tx: Queryable,
+  ring: Keyring,
   e: { projectId: string; url: string; eventTypes: string[]; description: string; secret: string },
 ): Promise<Endpoint | null> {
   await tx.query("SELECT id FROM projects WHERE id = $1 FOR UPDATE", [e.projectId]);
@@ -68,10 +113,13 @@ export async function createEndpoint(
     [e.projectId],
   )) as [{ n: number }];
   if (n >= MAX_ENDPOINTS_PER_PROJECT) return null;
+  const [{ id }] = (await tx.query<{ id: number }>(
+    "SELECT nextval(pg_get_serial_sequence('webhook_endpoints', 'id')) AS id",
+  )) as [{ id: number }];
   const rows = await tx.query<EndpointRow>(
-    `INSERT INTO webhook_endpoints (project_id, url, event_types, description, secret)
-     VALUES ($1, $2, $3, $4, $5) RETURNING ${ENDPOINT_COLUMNS}`,
-    [e.projectId, e.url, e.eventTypes, e.description, e.secret],
+    `INSERT INTO webhook_endpoints (id, project_id, url, event_types, description, secret)
+     OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${ENDPOINT_COLUMNS}`,
+    [id, e.projectId, e.url, e.eventTypes, e.description, seal(ring, e.secret, endpointBinding(id))],
   );
   return toEndpoint(rows[0]!);
 }
@@ -107,9 +155,13 @@ export async function deleteEndpoint(db: Queryable, projectId: string, id: numbe
   return rows.length > 0;
 }
 
-/** Replaces the secret; the previous one keeps signing for PREVIOUS_SECRET_GRACE_HOURS. */
+/**
+ * Replaces the secret; the previous one keeps signing for PREVIOUS_SECRET_GRACE_HOURS. It moves
+ * to previous_secret sealed as it was: both columns of a row share its binding.
+ */
 export async function rotateEndpointSecret(
   db: Queryable,
+  ring: Keyring,
   projectId: string,
   id: number,
   secret: string,
@@ -118,7 +170,7 @@ export async function rotateEndpointSecret(
     `UPDATE webhook_endpoints SET previous_secret = secret,
        previous_secret_until = now() + make_interval(hours => $4), secret = $3, updated_at = now()
      WHERE project_id = $1 AND id = $2 RETURNING id`,
-    [projectId, id, secret, PREVIOUS_SECRET_GRACE_HOURS],
+    [projectId, id, seal(ring, secret, endpointBinding(id)), PREVIOUS_SECRET_GRACE_HOURS],
   );
   return rows.length > 0;
 }
@@ -129,7 +181,8 @@ export type FailMode = "open" | "closed";
 
 export interface ApprovalSettings {
   url: string;
-  secret: string;
+  /** As stored: open it with openSecret and approvalBinding(projectId) to sign. */
+  sealedSecret: string;
   timeoutMs: number;
   failMode: FailMode;
 }
@@ -158,7 +211,7 @@ export async function readSettings(db: Queryable, projectId: string): Promise<Pr
     lowBalanceThresholdWei: r.threshold === null ? null : BigInt(r.threshold),
     approval:
       r.url && r.secret
-        ? { url: r.url, secret: r.secret, timeoutMs: r.timeout_ms, failMode: r.fail_mode }
+        ? { url: r.url, sealedSecret: r.secret, timeoutMs: r.timeout_ms, failMode: r.fail_mode }
         : null,
   };
 }
@@ -170,22 +223,26 @@ export async function readSettings(db: Queryable, projectId: string): Promise<Pr
  */
 export async function putApproval(
   tx: Queryable,
+  ring: Keyring,
   projectId: string,
   a: { url: string; timeoutMs: number; failMode: FailMode },
   candidateSecret: string,
   rotate: boolean,
 ): Promise<{ secret: string | null }> {
-  const rows = await tx.query<{ secret: string; fresh: boolean }>(
+  // Sealed with a fresh IV, so the sealed candidate is unique: equal to the stored value only
+  // when it was the one kept.
+  const sealed = seal(ring, candidateSecret, approvalBinding(projectId));
+  const rows = await tx.query<{ fresh: boolean }>(
     `INSERT INTO project_webhook_settings AS s (project_id, approval_url, approval_secret, approval_timeout_ms, approval_fail_mode)
      VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT (project_id) DO UPDATE SET approval_url = EXCLUDED.approval_url,
        approval_secret = CASE WHEN $6 OR s.approval_secret IS NULL THEN EXCLUDED.approval_secret ELSE s.approval_secret END,
        approval_timeout_ms = EXCLUDED.approval_timeout_ms, approval_fail_mode = EXCLUDED.approval_fail_mode,
        updated_at = now()
-     RETURNING approval_secret AS secret, approval_secret = $3 AS fresh`,
-    [projectId, a.url, candidateSecret, a.timeoutMs, a.failMode, rotate],
+     RETURNING approval_secret = $3 AS fresh`,
+    [projectId, a.url, sealed, a.timeoutMs, a.failMode, rotate],
   );
-  return { secret: rows[0]!.fresh ? rows[0]!.secret : null };
+  return { secret: rows[0]!.fresh ? candidateSecret : null };
 }
 
 export async function deleteApproval(db: Queryable, projectId: string): Promise<boolean> {

@@ -9,6 +9,7 @@
 import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
 import type { Db } from "../db/db.ts";
 import type { Metrics, WebhookAttemptOutcome } from "../metrics/metrics.ts";
+import type { Keyring } from "../secrets/envelope.ts";
 import { type ClaimedDelivery, claimDue, recordAttempt, releaseClaim } from "./deliveries.ts";
 import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
 import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
@@ -28,6 +29,8 @@ export interface WorkerOptions {
   fetch?: WebhookFetch;
   /** Where attempts and deliveries given up on are counted; nothing is counted without it. */
   metrics?: Pick<Metrics, "webhookAttempt" | "webhookGaveUp">;
+  /** Opens the endpoints' signing secrets (stored sealed, webhooks/store.ts). */
+  keyring: Keyring;
 }
 
 export interface WebhookWorker {
@@ -63,6 +66,7 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
   let stopping = new AbortController();
 
   const attempt = async (d: ClaimedDelivery): Promise<void> => {
+    if (d.secretProblem !== null) return notSent(d, d.secretProblem);
     const body = eventBody(d);
     const startedAt = new Date(now());
     const headers = signedHeaders(d.secrets, d.eventId, Math.floor(startedAt.getTime() / 1000), body);
@@ -111,10 +115,38 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
     }
   };
 
+  /**
+   * A delivery whose secret cannot be opened is not sent, and the attempt is logged as failed
+   * (on the usual schedule: a key put back into the configuration lets a retry through). The log
+   * names the delivery, the endpoint and the reason, never a secret.
+   */
+  const notSent = async (d: ClaimedDelivery, problem: string): Promise<void> => {
+    const error = "not sent: the endpoint's signing secret cannot be decrypted";
+    const after = afterFailure(options.retry, d.attempt, random());
+    const next =
+      after.kind === "retry"
+        ? { kind: "retry" as const, delayMs: after.delayMs }
+        : { kind: "failed" as const };
+    const startedAt = new Date(now());
+    const recorded = await recordAttempt(db, d, { startedAt, latencyMs: 0, statusCode: null, error, next });
+    if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
+    log?.error(
+      {
+        delivery: d.id,
+        endpoint: d.endpointId,
+        event: d.eventId,
+        attempts: d.attempt,
+        problem,
+        givenUp: next.kind === "failed",
+      },
+      "webhook delivery not sent: its endpoint's signing secret cannot be decrypted",
+    );
+  };
+
   const drain = async (): Promise<number> => {
     let total = 0;
     while (!stopping.signal.aborted) {
-      const claimed = await claimDue(db, concurrency, leaseMs);
+      const claimed = await claimDue(db, concurrency, leaseMs, options.keyring);
       await Promise.all(claimed.map(attempt));
       total += claimed.length;
       if (claimed.length < concurrency) break;

@@ -22,6 +22,8 @@ import { responseValidator } from "./openapi.ts";
 /** A fixed paymaster address for tests that sign but never go on chain. */
 export const TEST_PAYMASTER = "0x00000000000000000000000000000000000000aa";
 export const TEST_SIGNER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+/** One secrets key for every test app, so that apps sharing a store open each other's secrets. */
+export const TEST_SECRETS_KEY = "dGVzdCBrZXkgb2YgdGhlIHNlY3JldHMgYXQgcmVzdCE";
 /** The fees a test app sees unless it reads a chain's: 1 gwei of base fee, 1 gwei of priority fee. */
 export const TEST_FEES: FeeLevels = {
   baseFeePerGasWei: 1_000_000_000n,
@@ -111,6 +113,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     DATABASE_URL: process.env.DATABASE_URL,
     REDIS_URL: process.env.REDIS_URL,
     SIGNER_PRIVATE_KEY: TEST_SIGNER_KEY,
+    SECRETS_ENCRYPTION_KEY: TEST_SECRETS_KEY,
     CHAIN_14601_PAYMASTER_ADDRESS: TEST_PAYMASTER,
     CHAIN_14601_RPC_URL: "http://127.0.0.1:9",
     ...options.env,
@@ -144,7 +147,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   }
   const validate = responseValidator(app.swagger() as Record<string, unknown>);
   const issuer = await localIssuer(config.dataDir);
-  const secrets = new Set<string>([TEST_SIGNER_KEY, TEST_SIGNER_KEY.slice(2)]);
+  const secrets = new Set<string>([TEST_SIGNER_KEY, TEST_SIGNER_KEY.slice(2), TEST_SECRETS_KEY]);
 
   const request: TestApp["request"] = async ({ token, ...opts }) => {
     const headers = { ...(opts.headers ?? {}) } as Record<string, string>;
