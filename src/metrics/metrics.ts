@@ -15,6 +15,7 @@ import cluster from "node:cluster";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { formatEther } from "viem";
 import { clusterMetricsClient } from "./cluster.ts";
+import { type PaymasterStakeReading, paymasterStakeGauges } from "./paymaster-stake.ts";
 
 /** The state of a readiness check as a number, for alerting: 0 ok, 1 degraded, 2 down. */
 export const CHECK_STATUS_VALUE = { ok: 0, degraded: 1, down: 2 } as const;
@@ -60,6 +61,8 @@ export interface Metrics {
   watcherLeader(chainId: number, leading: boolean): void;
   unattributedSpend(chainId: number, entryPoint: string, wei: bigint): void;
   paymasterDeposit(chainId: number, entryPoint: string, wei: bigint | null): void;
+  /** The paymaster's stake as last read (metrics/paymaster-stake.ts). */
+  paymasterStake(chainId: number, entryPoint: string, reading: PaymasterStakeReading): void;
   gasTanks(wei: bigint): void;
   openReservations(chainId: number, wei: bigint): void;
   depositCoverage(chainId: number, state: keyof typeof COVERAGE_VALUE): void;
@@ -210,6 +213,7 @@ export function createMetrics(options: { version: string; clusterWorker?: boolea
     labelNames: ["chain_id", "entry_point"],
     registers,
   });
+  const paymasterStake = paymasterStakeGauges(registers);
   const tanks = new Gauge({
     aggregator: "max",
     name: "gss_gas_tanks_ether",
@@ -312,6 +316,7 @@ export function createMetrics(options: { version: string; clusterWorker?: boolea
       if (wei === null) deposit.remove(labels);
       else deposit.set(labels, weiToEther(wei));
     },
+    paymasterStake,
     gasTanks: (wei) => tanks.set(weiToEther(wei)),
     openReservations: (chainId, wei) => reservations.set({ chain_id: String(chainId) }, weiToEther(wei)),
     depositCoverage: (chainId, state) => coverage.set({ chain_id: String(chainId) }, COVERAGE_VALUE[state]),

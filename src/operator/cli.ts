@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { type Address, getAddress } from "viem";
 import { amountFlag, integerFlag, type ParsedCommand, parseCommandLine, UsageError } from "./args.ts";
-import { judge, MIN_UNSTAKE_DELAY_SEC, readPaymasterState, serviceSigner } from "./check.ts";
+import { judge, readPaymasterState, serviceSigner } from "./check.ts";
 import {
   addressFlag,
   connect,
@@ -158,6 +158,7 @@ async function check(cmd: ParsedCommand, target: ReturnType<typeof resolveTarget
   const expected: { address: Address; source: string } = f.signer
     ? { address: addressFlag("--signer", f.signer), source: "--signer" }
     : serviceSigner(target);
+  const chain = target.config.chains.find((x) => x.chainId === target.chainId)!;
   const c = await connect(target);
   const state = await readPaymasterState(c, paymaster);
   const findings = judge(state, {
@@ -166,10 +167,11 @@ async function check(cmd: ParsedCommand, target: ReturnType<typeof resolveTarget
     signer: getAddress(expected.address),
     signerSource: expected.source,
     minDepositWei: f["min-deposit"] ? amountFlag("--min-deposit", f["min-deposit"]) : 1n,
-    minStakeWei: f["min-stake"] ? amountFlag("--min-stake", f["min-stake"]) : 1n,
+    // By default the minimums readiness holds the paymaster to (CHAIN_<id>_PAYMASTER_MIN_*).
+    minStakeWei: f["min-stake"] ? amountFlag("--min-stake", f["min-stake"]) : chain.paymasterMinStakeWei,
     minUnstakeDelaySec: f["min-unstake-delay"]
       ? integerFlag("--min-unstake-delay", f["min-unstake-delay"], 0, 2 ** 32 - 1)
-      : MIN_UNSTAKE_DELAY_SEC,
+      : chain.paymasterMinUnstakeDelaySec,
     currency: target.currency,
   });
   io.out(`paymaster ${paymaster} on chain ${target.chainId}, EntryPoint v${target.version}`);
