@@ -189,6 +189,30 @@ describe("loadConfig", () => {
     );
   });
 
+  it("holds paymasters to 1 native-token unit of stake and a day's unstake delay by default; both are per chain and bounded", () => {
+    const defaults = loadConfig({}).chains[0]!;
+    assert.deepEqual(
+      [defaults.paymasterMinStakeWei, defaults.paymasterMinUnstakeDelaySec],
+      [10n ** 18n, 86_400],
+    );
+    const set = loadConfig({
+      CHAIN_14601_PAYMASTER_MIN_STAKE_WEI: "0",
+      CHAIN_14601_PAYMASTER_MIN_UNSTAKE_DELAY_SEC: "3600",
+    }).chains[0]!;
+    assert.deepEqual([set.paymasterMinStakeWei, set.paymasterMinUnstakeDelaySec], [0n, 3600]);
+    assert.throws(
+      () =>
+        loadConfig({
+          CHAIN_14601_PAYMASTER_MIN_STAKE_WEI: "1e18",
+          CHAIN_14601_PAYMASTER_MIN_UNSTAKE_DELAY_SEC: String(2 ** 32),
+        }),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        /CHAIN_14601_PAYMASTER_MIN_STAKE_WEI: must be a non-negative integer/.test(err.message) &&
+        /CHAIN_14601_PAYMASTER_MIN_UNSTAKE_DELAY_SEC: must be between 0 and 4294967295/.test(err.message),
+    );
+  });
+
   it("bounds developers and client addresses by default: 20 orgs, 100 projects per org, 600/min, 60 failed auths/min", () => {
     const c = loadConfig({});
     assert.deepEqual(

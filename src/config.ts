@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { availableParallelism } from "node:os";
 import { type Address, type Hex, isAddress, isHex } from "viem";
+import { DEFAULT_MIN_STAKE_WEI, ERC7562_MIN_UNSTAKE_DELAY_SEC } from "./paymaster/stake.ts";
 import { decodeKey } from "./secrets/envelope.ts";
 import { DEFAULT_PRE_VERIFICATION_BOUNDS, type PreVerificationBounds } from "./sponsor/pre-verification.ts";
 
@@ -56,6 +57,13 @@ export interface ChainConfig {
   pollIntervalMs: number;
   /** Where the watchers begin when they have no cursor yet; null = the block before the oldest record that matters (start-block.ts). */
   startBlock: bigint | null;
+  /**
+   * The stake the chain's bundlers require of a paymaster that uses its storage in validation
+   * (ERC-7562's MIN_STAKE_VALUE, set per chain): below it readiness reports the paymaster degraded.
+   */
+  paymasterMinStakeWei: bigint;
+  /** The unstake delay those bundlers require (ERC-7562's MIN_UNSTAKE_DELAY), in seconds. */
+  paymasterMinUnstakeDelaySec: number;
 }
 
 export interface OidcConfig {
@@ -317,6 +325,13 @@ function readChain(
     active: true,
     pollIntervalMs: read(`${p}POLL_INTERVAL_MS`, (v) => intIn(v, 50, 600_000), 2000),
     startBlock: read(`${p}START_BLOCK`, (v) => BigInt(intIn(v, 0, Number.MAX_SAFE_INTEGER)), null),
+    paymasterMinStakeWei: read(`${p}PAYMASTER_MIN_STAKE_WEI`, nonNegativeBigint, DEFAULT_MIN_STAKE_WEI),
+    // The EntryPoint keeps the delay in a uint32.
+    paymasterMinUnstakeDelaySec: read(
+      `${p}PAYMASTER_MIN_UNSTAKE_DELAY_SEC`,
+      (v) => intIn(v, 0, 2 ** 32 - 1),
+      ERC7562_MIN_UNSTAKE_DELAY_SEC,
+    ),
   };
   if (chain.minFeePerGasWei > chain.maxFeePerGasWei) {
     problems.push(`${p}MIN_FEE_PER_GAS_WEI: must not exceed ${p}MAX_FEE_PER_GAS_WEI`);
@@ -482,6 +497,11 @@ function intIn(v: string, min: number, max: number): number {
 
 function positiveBigint(v: string): bigint {
   if (!/^[1-9]\d{0,30}$/.test(v)) throw new Error("must be a positive integer (wei)");
+  return BigInt(v);
+}
+
+function nonNegativeBigint(v: string): bigint {
+  if (!/^(0|[1-9]\d{0,30})$/.test(v)) throw new Error("must be a non-negative integer (wei)");
   return BigInt(v);
 }
 

@@ -19,6 +19,7 @@ import type { Db } from "../db/db.ts";
 import { type DepositWatcher, depositWatcher } from "../funding/deposit-watcher.ts";
 import { readDepositCoverage } from "../health/deposit-coverage.ts";
 import { paymasterIdentityProbe } from "../health/paymaster-identity.ts";
+import { paymasterStakeProbe } from "../health/paymaster-stake.ts";
 import type { ReadinessProbe } from "../health/readiness.ts";
 import type { ChainMetrics, Metrics } from "../metrics/metrics.ts";
 import { paidTotals } from "../settlement/store.ts";
@@ -75,6 +76,8 @@ export interface ChainWatcherOptions {
   metrics?: Metrics;
   /** The address this instance signs with: readiness checks each paymaster's signer() against it. */
   signer?: Address;
+  /** How often readiness reads each paymaster's stake (default PAYMASTER_STAKE_REFRESH_MS); tests use 0. */
+  stakeRefreshMs?: number;
 }
 
 export function createChainWatchers(
@@ -101,6 +104,7 @@ export function createChainWatchers(
         metrics: options.metrics,
         warnPercent: config.depositWarnPercent ?? 100,
         signer: options.signer,
+        stakeRefreshMs: options.stakeRefreshMs,
       }),
     );
   }
@@ -200,7 +204,12 @@ function watchChain(
 function chainProbes(
   set: ChainWatcherSet,
   db: Db,
-  options: { metrics: Metrics | undefined; warnPercent: number; signer: Address | undefined },
+  options: {
+    metrics: Metrics | undefined;
+    warnPercent: number;
+    signer: Address | undefined;
+    stakeRefreshMs: number | undefined;
+  },
 ): ReadinessProbe[] {
   const { chainId, confirmations } = set.chain;
   const { metrics } = options;
@@ -243,6 +252,19 @@ function chainProbes(
     ...set.settlements.map((s) => unattributedProbe(db, chainId, s, metrics)),
     reorgProbe(db, chainId),
     depositProbe(db, client, set.chain, options),
+    ...set.settlements.map((pair) =>
+      paymasterStakeProbe({
+        chainId,
+        pair,
+        client,
+        minimums: {
+          minStakeWei: set.chain.paymasterMinStakeWei,
+          minUnstakeDelaySec: set.chain.paymasterMinUnstakeDelaySec,
+        },
+        metrics,
+        refreshMs: options.stakeRefreshMs,
+      }),
+    ),
     ...(options.signer
       ? set.settlements.map((pair) =>
           paymasterIdentityProbe({ chainId, pair, client, signer: options.signer! }),

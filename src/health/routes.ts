@@ -61,7 +61,7 @@ export const healthRoutes: RoutePlugin = async (app, { services }) => {
       schema: {
         tags: ["health"],
         summary:
-          "Readiness to serve authorize: 503 only when the database is down; degraded (200) when Redis, a chain's RPC or a paymaster's deposit is not right",
+          "Readiness to serve authorize: 503 only when the database is down; degraded (200) when Redis, a chain's RPC or a paymaster's deposit or stake is not right",
         response: {
           200: Readiness,
           503: Readiness,

@@ -15,6 +15,7 @@ import cluster from "node:cluster";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { formatEther } from "viem";
 import { clusterMetricsClient } from "./cluster.ts";
+import { type PaymasterStakeReading, paymasterStakeGauges } from "./paymaster-stake.ts";
 
 /** The state of a readiness check as a number, for alerting: 0 ok, 1 degraded, 2 down. */
 export const CHECK_STATUS_VALUE = { ok: 0, degraded: 1, down: 2 } as const;
@@ -103,6 +104,8 @@ export interface Metrics {
   watcherLeader(chainId: number, leading: boolean): void;
   unattributedSpend(chainId: number, entryPoint: string, wei: bigint): void;
   paymasterDeposit(chainId: number, entryPoint: string, wei: bigint | null): void;
+  /** The paymaster's stake as last read (metrics/paymaster-stake.ts). */
+  paymasterStake(chainId: number, entryPoint: string, reading: PaymasterStakeReading): void;
   gasTanks(wei: bigint): void;
   openReservations(chainId: number, wei: bigint): void;
   depositCoverage(chainId: number, state: keyof typeof COVERAGE_VALUE): void;
@@ -293,6 +296,7 @@ export function createMetrics(options: {
         this.set(labels, atMs === null ? Number.POSITIVE_INFINITY : Math.max(0, t - atMs) / 1000);
     },
   });
+  const paymasterStake = paymasterStakeGauges(registers);
   const tanks = new Gauge({
     aggregator: "max",
     name: "gss_gas_tanks_ether",
@@ -462,6 +466,7 @@ export function createMetrics(options: {
       deposit.set(labels, weiToEther(wei));
       depositReadAt.set(key, { labels, atMs: now() });
     },
+    paymasterStake,
     gasTanks: (wei) => tanks.set(weiToEther(wei)),
     openReservations: (chainId, wei) => reservations.set({ chain_id: String(chainId) }, weiToEther(wei)),
     depositCoverage: (chainId, state) => coverage.set({ chain_id: String(chainId) }, COVERAGE_VALUE[state]),

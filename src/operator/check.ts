@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { type Address, formatEther, type Hex, isHex } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
 import { sponsorPaymasterAbi } from "../paymaster/abi.ts";
+import { stakeState } from "../paymaster/stake.ts";
 import { type Clients, OperatorError, type Target } from "./context.ts";
 import { depositInfo, pendingOwner } from "./paymaster-commands.ts";
 
@@ -50,12 +51,6 @@ export interface Finding {
   level: "ok" | "fail" | "info";
   text: string;
 }
-
-/**
- * ERC-7562's MIN_UNSTAKE_DELAY: public bundlers treat a paymaster staked for less as unstaked, and
- * this one needs the stake because it reads and writes its storage during validation.
- */
-export const MIN_UNSTAKE_DELAY_SEC = 86_400;
 
 export function judge(s: PaymasterState, x: Expectations): Finding[] {
   const findings = judgeIdentity(s, x);
@@ -111,16 +106,14 @@ function judgeFunds(s: PaymasterState, x: Expectations): Finding[] {
           text: `deposit ${money(d.depositWei)} is below ${money(x.minDepositWei)}: sponsored gas is paid from it`,
         },
   );
-  let stake: string | null = null;
-  // unlockStake clears `staked` and sets the withdraw time: say which of the two it is.
-  if (d.withdrawTimeSec !== 0)
-    stake = `stake is unlocking (withdrawable at block time ${d.withdrawTimeSec}): bundlers treat it as unstaked`;
-  else if (!d.staked)
-    stake = "not staked: public bundlers refuse a paymaster that uses its storage in validation (ERC-7562)";
-  else if (d.stakeWei < x.minStakeWei || d.unstakeDelaySec < x.minUnstakeDelaySec)
-    stake =
+  const stake = {
+    staked: null,
+    unlocking: `stake is unlocking (withdrawable at block time ${d.withdrawTimeSec}): bundlers treat it as unstaked`,
+    unstaked: "not staked: public bundlers refuse a paymaster that uses its storage in validation (ERC-7562)",
+    below_minimum:
       `stake ${money(d.stakeWei)} with an unstake delay of ${d.unstakeDelaySec} s is below the minimum ` +
-      `(${money(x.minStakeWei)}, ${x.minUnstakeDelaySec} s)`;
+      `(${money(x.minStakeWei)}, ${x.minUnstakeDelaySec} s)`,
+  }[stakeState(d, x)];
   findings.push(
     stake === null
       ? { level: "ok", text: `stake ${money(d.stakeWei)}, unstake delay ${d.unstakeDelaySec} s, locked` }

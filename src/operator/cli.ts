@@ -6,10 +6,17 @@
  */
 import { readFileSync } from "node:fs";
 import { type Address, getAddress } from "viem";
-import { amountFlag, integerFlag, type ParsedCommand, parseCommandLine, UsageError } from "./args.ts";
-import { judge, MIN_UNSTAKE_DELAY_SEC, readPaymasterState, serviceSigner } from "./check.ts";
 import {
   addressFlag,
+  amountFlag,
+  integerFlag,
+  type ParsedCommand,
+  parseCommandLine,
+  shapeOf,
+  UsageError,
+} from "./args.ts";
+import { judge, readPaymasterState, serviceSigner } from "./check.ts";
+import {
   connect,
   connectWithKey,
   type Env,
@@ -55,12 +62,13 @@ export async function runCli(
 async function run(cmd: ParsedCommand, env: Env, io: Io, stdin: () => string): Promise<void> {
   const f = cmd.flags;
   if (cmd.name === "sweep-sign") {
+    // The command line first (the plan is a file it names), then the environment.
+    const plan = readJson("--plan", f.plan!, stdin);
     const xprv = env[SWEEP_KEY_VARIABLE];
     if (!xprv)
       throw new OperatorError(
         `set ${SWEEP_KEY_VARIABLE} to the account-level extended private key (m/44'/60'/0')`,
       );
-    const plan = readJson(f.plan!, stdin);
     const signed = await signSweep(
       plan as never,
       xprv,
@@ -107,12 +115,16 @@ async function run(cmd: ParsedCommand, env: Env, io: Io, stdin: () => string): P
         io,
       );
     case "set-signer":
-      return owner.setSigner(await connectWithKey(target, env), addressFlag("signer", cmd.address!), io);
+      return owner.setSigner(
+        await connectWithKey(target, env),
+        addressFlag("the address argument", cmd.address!),
+        io,
+      );
     case "rotate-signer":
       return owner.rotateSigner(
         await connectWithKey(target, env),
         {
-          signer: addressFlag("signer", cmd.address!),
+          signer: addressFlag("the address argument", cmd.address!),
           previousValidForSec: integerFlag(
             "--previous-valid-for",
             f["previous-valid-for"]!,
@@ -147,8 +159,10 @@ async function run(cmd: ParsedCommand, env: Env, io: Io, stdin: () => string): P
       io.out(JSON.stringify(plan, null, 2));
       return;
     }
-    case "sweep-send":
-      return sendSweep(await connect(target), readJson(f.signed!, stdin) as never, io);
+    case "sweep-send": {
+      const signed = readJson("--signed", f.signed!, stdin);
+      return sendSweep(await connect(target), signed as never, io);
+    }
   }
 }
 
@@ -158,6 +172,7 @@ async function check(cmd: ParsedCommand, target: ReturnType<typeof resolveTarget
   const expected: { address: Address; source: string } = f.signer
     ? { address: addressFlag("--signer", f.signer), source: "--signer" }
     : serviceSigner(target);
+  const chain = target.config.chains.find((x) => x.chainId === target.chainId)!;
   const c = await connect(target);
   const state = await readPaymasterState(c, paymaster);
   const findings = judge(state, {
@@ -166,10 +181,11 @@ async function check(cmd: ParsedCommand, target: ReturnType<typeof resolveTarget
     signer: getAddress(expected.address),
     signerSource: expected.source,
     minDepositWei: f["min-deposit"] ? amountFlag("--min-deposit", f["min-deposit"]) : 1n,
-    minStakeWei: f["min-stake"] ? amountFlag("--min-stake", f["min-stake"]) : 1n,
+    // By default the minimums readiness holds the paymaster to (CHAIN_<id>_PAYMASTER_MIN_*).
+    minStakeWei: f["min-stake"] ? amountFlag("--min-stake", f["min-stake"]) : chain.paymasterMinStakeWei,
     minUnstakeDelaySec: f["min-unstake-delay"]
       ? integerFlag("--min-unstake-delay", f["min-unstake-delay"], 0, 2 ** 32 - 1)
-      : MIN_UNSTAKE_DELAY_SEC,
+      : chain.paymasterMinUnstakeDelaySec,
     currency: target.currency,
   });
   io.out(`paymaster ${paymaster} on chain ${target.chainId}, EntryPoint v${target.version}`);
@@ -179,16 +195,21 @@ async function check(cmd: ParsedCommand, target: ReturnType<typeof resolveTarget
   io.out("OK");
 }
 
-function readJson(path: string, stdin: () => string): unknown {
+/**
+ * The JSON file a flag names ("-": standard input). Its name is not repeated in a message: it is
+ * typed on the command line like any other value. A file that cannot be read is a command-line
+ * mistake (exit 2); one that is not JSON is not (exit 1).
+ */
+function readJson(flag: string, path: string, stdin: () => string): unknown {
   let text: string;
   try {
     text = path === "-" ? stdin() : readFileSync(path, "utf8");
   } catch {
-    throw new OperatorError(`cannot read ${path}`);
+    throw new UsageError(`${flag}: cannot read the file it names (got ${shapeOf(path)})`);
   }
   try {
     return JSON.parse(text);
   } catch {
-    throw new OperatorError(`${path} is not JSON`);
+    throw new OperatorError(`${flag}: the file is not JSON`);
   }
 }

@@ -14,7 +14,6 @@ import {
   getAddress,
   type Hex,
   http,
-  isAddress,
   isHex,
   type LocalAccount,
   type PublicClient,
@@ -23,6 +22,7 @@ import {
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { type Config, ConfigError, type EntryPointVersion, loadConfig } from "../config.ts";
+import { addressFlag, UsageError } from "./args.ts";
 
 /** An expected failure: printed as one line, exit status 1, no stack trace. */
 export class OperatorError extends Error {}
@@ -85,8 +85,9 @@ export function resolveTarget(flags: ConnectionFlags, config: Config): Target {
   const chainId = flags.chainId ?? DEFAULT_CHAIN_ID;
   const chainConfig = config.chains.find((c) => c.chainId === chainId);
   if (!chainConfig) {
+    // Only --chain-id can name another chain: a command-line mistake, and the value is not repeated.
     const known = config.chains.map((c) => c.chainId).join(", ");
-    throw new OperatorError(`chain ${chainId} is not one the service knows (${known})`);
+    throw new UsageError(`--chain-id names a chain the service does not know (it knows ${known})`);
   }
   const version = flags.entryPointVersion ?? "0.7";
   const entry = chainConfig.entryPoints.find((e) => e.version === version)!;
@@ -94,11 +95,7 @@ export function resolveTarget(flags: ConnectionFlags, config: Config): Target {
   const paymaster =
     flags.paymaster !== undefined ? addressFlag("--paymaster", flags.paymaster) : entry.paymaster;
   const rpcUrl = flags.rpcUrl ?? chainConfig.rpcUrl;
-  try {
-    new URL(rpcUrl);
-  } catch {
-    throw new OperatorError("--rpc-url is not a URL");
-  }
+  // --rpc-url was checked with the command line, and CHAIN_<id>_RPC_URL by the configuration.
   const chain = defineChain({
     id: chainId,
     name: chainConfig.name,
@@ -177,11 +174,6 @@ export function operatorAccount(env: Env): LocalAccount {
   } catch {
     throw new OperatorError(`${OPERATOR_KEY_VARIABLE} is not a valid secp256k1 private key`);
   }
-}
-
-export function addressFlag(flag: string, value: string): Address {
-  if (!isAddress(value, { strict: false })) throw new OperatorError(`${flag}: "${value}" is not an address`);
-  return getAddress(value);
 }
 
 /**

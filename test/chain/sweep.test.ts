@@ -265,9 +265,10 @@ describe("sweep", () => {
     assert.match(online.stderr, /works offline/);
   });
 
-  test("sweep-plan refuses an extended private key given as --xpub, without echoing it", async () => {
+  test("sweep-plan refuses an extended private key given as --xpub (exit 2), without echoing it", async () => {
     const run = await inProcess(["sweep-plan", "--xpub", xprv, "--count", "1"]);
-    assert.equal(run.status, 1);
+    // A command-line mistake, found before the RPC is asked anything.
+    assert.equal(run.status, 2);
     assert.match(run.stderr, /--xpub holds a private key/);
     assert.ok(!run.stderr.includes(xprv) && !run.stdout.includes(xprv));
   });

@@ -260,6 +260,8 @@ export async function startServiceOnChain(options: {
   confirmations: number;
   operator?: string;
   now?: TestAppOptions["now"];
+  /** More settings for the service (they win over the ones above). */
+  env?: Record<string, string>;
 }): Promise<ServiceOnChain> {
   const chain = await startChain();
   const stack = await deployStack(chain, { signer: privateKeyToAccount(TEST_SIGNER_KEY).address });
@@ -270,6 +272,7 @@ export async function startServiceOnChain(options: {
       CHAIN_14601_PAYMASTER_V08_ADDRESS: stack.v08.paymaster,
       CHAIN_14601_CONFIRMATIONS: String(options.confirmations),
       ...(options.operator ? { OPERATOR_EMAILS: options.operator } : {}),
+      ...options.env,
     },
     feeOracle: "chain",
     now: options.now,

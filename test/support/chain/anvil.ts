@@ -15,11 +15,13 @@ import {
   createTestClient,
   createWalletClient,
   defineChain,
+  type Hex,
   http,
   type LocalAccount,
   type PublicClient,
   type TestClient,
   type Transport,
+  toHex,
   type WalletClient,
 } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
@@ -31,6 +33,14 @@ export const DEVNET_CHAIN_ID = 14601;
 const ANVIL_MNEMONIC = "test test test test test test test test test test test junk";
 const FUNDED_ACCOUNT_COUNT = 4;
 const STARTUP_TIMEOUT_MS = 15_000;
+
+/**
+ * The private key of anvil's funded account `index` (wallet 0 deploys and owns the stack): for a
+ * child process, such as the operator CLI, that reads its key from the environment.
+ */
+export function devWalletKey(index = 0): Hex {
+  return toHex(mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex: index }).getHdKey().privateKey!);
+}
 
 export type DevWalletClient = WalletClient<Transport, Chain, LocalAccount>;
 
