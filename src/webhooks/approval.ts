@@ -15,6 +15,7 @@ import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
+import { deadline } from "./deadline.ts";
 import { sendFailure, type WebhookFetch } from "./egress.ts";
 import { signedHeaders } from "./signing.ts";
 import { type ApprovalSettings, readSettings } from "./store.ts";
@@ -166,8 +167,9 @@ async function ask(
   const id = `apr_${randomBytes(16).toString("hex")}`;
   const nowMs = now();
   const body = approvalBody(id, nowMs, req);
-  // One deadline for the whole exchange, the answer's body included.
-  const signal = AbortSignal.timeout(settings.timeoutMs);
+  // One deadline for the whole exchange, the answer's body included (deadline.ts: a timer of
+  // our own, which a garbage collection cannot take away mid-request).
+  const { signal, clear } = deadline(settings.timeoutMs);
   try {
     const res = await send(settings.url, {
       method: "POST",
@@ -191,6 +193,8 @@ async function ask(
     const why =
       failure.kind === "refused" ? "the URL does not resolve to public addresses only" : "the request failed";
     return { answer: { kind: "failure", why }, result: "error" };
+  } finally {
+    clear();
   }
 }
 
