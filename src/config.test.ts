@@ -244,6 +244,42 @@ describe("loadConfig", () => {
     }
   });
 
+  it("gives webhook deliveries 16 slots, 2 per endpoint and 4 per project, and keeps the project's cap below the slots", () => {
+    const d = loadConfig({});
+    assert.deepEqual(
+      [d.webhookConcurrency, d.webhookMaxInFlightPerEndpoint, d.webhookMaxInFlightPerProject],
+      [16, 2, 4],
+    );
+    const set = loadConfig({
+      WEBHOOK_CONCURRENCY: "64",
+      WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: "8",
+      WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: "63",
+    });
+    assert.deepEqual(
+      [set.webhookConcurrency, set.webhookMaxInFlightPerEndpoint, set.webhookMaxInFlightPerProject],
+      [64, 8, 63],
+    );
+    for (const [name, bad] of [
+      ["WEBHOOK_CONCURRENCY", "1"],
+      ["WEBHOOK_CONCURRENCY", "257"],
+      ["WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", "0"],
+      ["WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT", "two"],
+    ] as const) {
+      assert.throws(
+        () => loadConfig({ [name]: bad }),
+        (err: Error) => err instanceof ConfigError && new RegExp(`${name}: `).test(err.message),
+        `${name}=${bad}`,
+      );
+    }
+    // A project allowed every slot could stall all the others.
+    assert.throws(
+      () => loadConfig({ WEBHOOK_CONCURRENCY: "4", WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: "4" }),
+      (err: Error) =>
+        err instanceof ConfigError &&
+        /WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: must be below WEBHOOK_CONCURRENCY/.test(err.message),
+    );
+  });
+
   it("refuses a zero, negative or unbounded quota or limit, naming each variable", () => {
     const bad = {
       MAX_ORGS_PER_DEVELOPER: "0",

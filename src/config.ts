@@ -174,6 +174,15 @@ export interface Config {
   webhookRetryBaseMs: number;
   /** How often the delivery worker looks for due deliveries when idle. */
   webhookPollIntervalMs: number;
+  /** Deliveries in flight at once per instance: the worker's slots, each refilled as it frees. */
+  webhookConcurrency: number;
+  /**
+   * Deliveries in flight at once per instance for one endpoint, and for one project. The project's
+   * cap stays below webhookConcurrency, so one project's slow or dead receivers always leave
+   * slots to the others (webhooks/worker.ts).
+   */
+  webhookMaxInFlightPerEndpoint: number;
+  webhookMaxInFlightPerProject: number;
   /**
    * `refuse`: webhooks (events and approval) are never sent to loopback, private, link-local or
    * other non-public addresses, checked after DNS resolution (webhooks/egress.ts); `allow`: they
@@ -280,6 +289,9 @@ export function loadConfig(env: Env = process.env): Config {
     webhookMaxAttempts: read("WEBHOOK_MAX_ATTEMPTS", (v) => intIn(v, 1, 30), 15),
     webhookRetryBaseMs: read("WEBHOOK_RETRY_BASE_MS", (v) => intIn(v, 10, 3_600_000), 10_000),
     webhookPollIntervalMs: read("WEBHOOK_POLL_INTERVAL_MS", (v) => intIn(v, 50, 60_000), 1000),
+    webhookConcurrency: read("WEBHOOK_CONCURRENCY", (v) => intIn(v, 2, 256), 16),
+    webhookMaxInFlightPerEndpoint: read("WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", (v) => intIn(v, 1, 255), 2),
+    webhookMaxInFlightPerProject: read("WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT", (v) => intIn(v, 1, 255), 4),
     webhookPrivateTargets: read(
       "WEBHOOK_PRIVATE_TARGETS",
       (v) => oneOf(v, ["refuse", "allow"]),
@@ -290,6 +302,10 @@ export function loadConfig(env: Env = process.env): Config {
     retentionBatchSize: read("RETENTION_BATCH_SIZE", (v) => intIn(v, 1, 100_000), 1000),
     checkpointEveryEntries: read("CHECKPOINT_EVERY_ENTRIES", (v) => intIn(v, 1, 10_000_000), 10_000),
   };
+  // A project allowed every slot could hold them all while its receivers hang (issue 20).
+  if (config.webhookMaxInFlightPerProject >= config.webhookConcurrency) {
+    problems.push("WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: must be below WEBHOOK_CONCURRENCY");
+  }
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
   }

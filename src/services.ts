@@ -123,6 +123,11 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     },
     timeoutMs: config.webhookTimeoutMs,
     pollIntervalMs: config.webhookPollIntervalMs,
+    concurrency: config.webhookConcurrency,
+    caps: {
+      perEndpoint: config.webhookMaxInFlightPerEndpoint,
+      perProject: config.webhookMaxInFlightPerProject,
+    },
     fetch: egress,
     metrics,
     keyring,

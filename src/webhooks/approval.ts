@@ -16,6 +16,7 @@ import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
 import type { Keyring } from "../secrets/envelope.ts";
+import { deadline } from "./deadline.ts";
 import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
 import { signedHeaders } from "./signing.ts";
 import { type ApprovalSettings, approvalBinding, openSecret, readSettings } from "./store.ts";
@@ -180,8 +181,9 @@ async function ask(
   const id = `apr_${randomBytes(16).toString("hex")}`;
   const nowMs = now();
   const body = approvalBody(id, nowMs, req);
-  // One deadline for the whole exchange, the answer's body included.
-  const signal = AbortSignal.timeout(settings.timeoutMs);
+  // One deadline for the whole exchange, the answer's body included (deadline.ts: a timer of
+  // our own, which a garbage collection cannot take away mid-request).
+  const { signal, clear } = deadline(settings.timeoutMs);
   try {
     const res = await send(settings.url, {
       method: "POST",
@@ -204,6 +206,8 @@ async function ask(
     }
     const why = noPublicAddress(failure) ? NO_PUBLIC_ADDRESS : "the request failed";
     return { answer: { kind: "failure", why }, result: "error" };
+  } finally {
+    clear();
   }
 }
 

@@ -32,12 +32,50 @@ export interface ClaimedDelivery {
   createdAt: Date;
 }
 
+/** How many deliveries may be in flight at once for one endpoint and for one project. */
+export interface InFlightCaps {
+  perEndpoint: number;
+  perProject: number;
+}
+
+/** What the claiming instance has in flight now, per endpoint and per project (absent: none). */
+export interface InFlight {
+  byEndpoint: ReadonlyMap<number, number>;
+  byProject: ReadonlyMap<string, number>;
+}
+
+/**
+ * Due rows looked at per claimed row at most. The scan leaves out endpoints and projects already
+ * at their cap, so the rows it reads can all be taken but for the ones a single claim would push
+ * over a cap; reading a few times the claim's size gives the other projects' rows a place in it.
+ */
+const SCAN_PER_CLAIM = 8;
+
+/**
+ * Claims up to `limit` due deliveries, oldest first, without taking any endpoint or project past
+ * its cap counting what `inFlight` says is already running.
+ *
+ * The caps are this instance's: `inFlight` is the worker's own count, and leases are not told
+ * apart from scheduled retries in the table (both are a pending row with next_attempt_at ahead),
+ * so another instance's requests are not seen. With N instances a project may have up to
+ * N × perProject requests open; caps across instances would need a lease column or table saying
+ * who holds which row until when. Each instance still keeps slots for everyone else, which is
+ * what stops one tenant from stalling another.
+ *
+ * Row locks cannot be taken in a query with window functions, so the choice is made first from a
+ * plain read, then the chosen rows are locked with SKIP LOCKED and checked again (still pending,
+ * still due): a row another instance claimed meanwhile is skipped, or fails the check on its new
+ * version, exactly as with a single locking SELECT.
+ */
 export async function claimDue(
   db: Queryable,
   limit: number,
   leaseMs: number,
+  caps: InFlightCaps,
+  inFlight: InFlight,
   ring: Keyring,
 ): Promise<ClaimedDelivery[]> {
+  if (limit <= 0) return [];
   const rows = await db.query<{
     id: number;
     attempts: number;
@@ -51,25 +89,59 @@ export async function claimDue(
     payload: unknown;
     created_at: Date;
   }>(
-    `WITH due AS (
-       SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.enabled
+    `WITH busy_endpoint AS (
+       SELECT * FROM unnest($3::bigint[], $4::int[]) AS b (endpoint_id, n)),
+     busy_project AS (
+       SELECT * FROM unnest($5::text[], $6::int[]) AS b (project_id, n)),
+     due AS (
+       SELECT d.id, d.endpoint_id, e.project_id, d.next_attempt_at,
+         COALESCE(be.n, 0) AS endpoint_busy, COALESCE(bp.n, 0) AS project_busy
+       FROM webhook_deliveries d
+       JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.enabled
+       LEFT JOIN busy_endpoint be ON be.endpoint_id = d.endpoint_id
+       LEFT JOIN busy_project bp ON bp.project_id = e.project_id
        WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-       ORDER BY d.next_attempt_at, d.id LIMIT $1 FOR UPDATE OF d SKIP LOCKED)
+         AND COALESCE(be.n, 0) < $7 AND COALESCE(bp.n, 0) < $8
+       ORDER BY d.next_attempt_at, d.id LIMIT $1 * ${SCAN_PER_CLAIM}),
+     within_endpoint AS (
+       SELECT * FROM (SELECT due.*,
+           row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, id) AS nth
+         FROM due) r
+       WHERE endpoint_busy + nth <= $7),
+     chosen AS (
+       SELECT id FROM (SELECT w.*,
+           row_number() OVER (PARTITION BY project_id ORDER BY next_attempt_at, id) AS nth_in_project
+         FROM within_endpoint w) r
+       WHERE project_busy + nth_in_project <= $8
+       ORDER BY next_attempt_at, id LIMIT $1),
+     claimed AS (
+       SELECT d.id FROM webhook_deliveries d
+       WHERE d.id IN (SELECT id FROM chosen) AND d.status = 'pending' AND d.next_attempt_at <= now()
+       FOR UPDATE OF d SKIP LOCKED)
      UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
        next_attempt_at = now() + make_interval(secs => $2::double precision / 1000)
-     FROM due, webhook_endpoints e, event_outbox ev
-     WHERE d.id = due.id AND e.id = d.endpoint_id AND ev.id = d.event_id
-     RETURNING d.id, d.attempts, e.id AS endpoint_id, e.url, e.secret,
+     FROM claimed, webhook_endpoints e, event_outbox ev
+     WHERE d.id = claimed.id AND e.id = d.endpoint_id AND ev.id = d.event_id
+     RETURNING d.id, d.attempts, d.endpoint_id, e.url, e.secret,
        CASE WHEN e.previous_secret_until > now() THEN e.previous_secret END AS previous_secret,
        ev.event_id, ev.type, ev.project_id, ev.payload, ev.created_at`,
-    [limit, leaseMs],
+    [
+      limit,
+      leaseMs,
+      [...inFlight.byEndpoint.keys()],
+      [...inFlight.byEndpoint.values()],
+      [...inFlight.byProject.keys()],
+      [...inFlight.byProject.values()],
+      caps.perEndpoint,
+      caps.perProject,
+    ],
   );
   return rows.map((r) => ({
     id: r.id,
     attempt: r.attempts,
-    endpointId: r.endpoint_id,
+    endpointId: Number(r.endpoint_id),
     url: r.url,
-    ...openedSecrets(ring, r.endpoint_id, r.secret, r.previous_secret),
+    ...openedSecrets(ring, Number(r.endpoint_id), r.secret, r.previous_secret),
     eventId: r.event_id,
     type: r.type,
     projectId: r.project_id,

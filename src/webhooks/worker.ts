@@ -4,13 +4,26 @@
  * Any number of instances may run it against one database; claims never overlap, and a killed
  * instance's claims come back when their lease ends. Delivery is at least once: a receiver
  * de-duplicates on `webhook-id`, the event's id, which every retry and redelivery repeats.
+ *
+ * The worker is a pool of `concurrency` slots, each refilled the moment its delivery ends: a
+ * receiver that never answers holds its own slot until the timeout and no other. What a slot may
+ * take is bounded per endpoint and per project (the in-flight caps), so one project's backlog or
+ * outage takes at most `perProject` slots and the others keep flowing.
  */
 
 import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
 import type { Db } from "../db/db.ts";
 import type { Metrics, WebhookAttemptOutcome } from "../metrics/metrics.ts";
 import type { Keyring } from "../secrets/envelope.ts";
-import { type ClaimedDelivery, claimDue, recordAttempt, releaseClaim } from "./deliveries.ts";
+import { deadline } from "./deadline.ts";
+import {
+  type ClaimedDelivery,
+  claimDue,
+  type InFlight,
+  type InFlightCaps,
+  recordAttempt,
+  releaseClaim,
+} from "./deliveries.ts";
 import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
 import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
 import { signedHeaders } from "./signing.ts";
@@ -21,8 +34,10 @@ export interface WorkerOptions {
   timeoutMs: number;
   /** How often the outbox is polled when there is nothing to do. */
   pollIntervalMs: number;
-  /** Deliveries in flight at once per instance. */
+  /** Deliveries in flight at once per instance (the pool's slots). */
   concurrency?: number;
+  /** Deliveries in flight at once per endpoint and per project, on this instance. */
+  caps?: Partial<InFlightCaps>;
   random?: () => number;
   now?: () => number;
   /** What requests are sent with (webhooks/egress.ts: the guard against private targets). */
@@ -36,7 +51,10 @@ export interface WorkerOptions {
 export interface WebhookWorker {
   start(log?: WatcherLog): void;
   stop(): Promise<void>;
-  /** One pass over what is due (tests drive the worker with it). Returns how many were attempted. */
+  /**
+   * Attempts what is due until nothing more can be claimed and nothing is in flight (tests drive
+   * the worker with it). Returns how many were attempted.
+   */
   drain(): Promise<number>;
 }
 
@@ -53,74 +71,62 @@ export function eventBody(
   });
 }
 
+/** Slots per instance, and the caps within them, unless the configuration says otherwise. */
+export const DEFAULT_CONCURRENCY = 16;
+export const DEFAULT_CAPS: InFlightCaps = { perEndpoint: 2, perProject: 4 };
+
 export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
-  const concurrency = options.concurrency ?? 16;
-  const random = options.random ?? Math.random;
-  const now = options.now ?? Date.now;
-  const send: WebhookFetch = options.fetch ?? ((url, init) => fetch(url, init));
+  const caps: InFlightCaps = { ...DEFAULT_CAPS, ...options.caps };
   // Past the attempt's own timeout, with room to record its result: only a dead instance's
   // claims outlive it.
   const leaseMs = 2 * options.timeoutMs + 1000;
   let log: WatcherLog | undefined;
   // Aborted on stop: requests in flight end at once and their deliveries are handed back.
   let stopping = new AbortController();
+  const attempt = attempter(db, options);
+  const pool = deliveryPool({
+    concurrency: options.concurrency ?? DEFAULT_CONCURRENCY,
+    claim: (limit, inFlight) => claimDue(db, limit, leaseMs, caps, inFlight, options.keyring),
+    run: (d) => attempt(d, stopping.signal, log),
+    stopped: () => stopping.signal.aborted,
+    warn: (obj, msg) => log?.warn(obj, msg),
+  });
 
-  const attempt = async (d: ClaimedDelivery): Promise<void> => {
-    if (d.secretProblem !== null) return notSent(d, d.secretProblem);
-    const body = eventBody(d);
-    const startedAt = new Date(now());
-    const headers = signedHeaders(d.secrets, d.eventId, Math.floor(startedAt.getTime() / 1000), body);
-    let statusCode: number | null = null;
-    let error: string | null = null;
-    let outcome: WebhookAttemptOutcome;
-    // The metric's clock is monotonic; the log's latency follows `now` like its timestamps.
-    const exchangeStarted = performance.now();
-    try {
-      const res = await send(d.url, {
-        method: "POST",
-        headers: { ...headers, "user-agent": "gas-sponsorship-webhooks/1" },
-        body,
-        redirect: "manual",
-        signal: AbortSignal.any([AbortSignal.timeout(options.timeoutMs), stopping.signal]),
+  let loop: PollLoop | null = null;
+  return {
+    start(l) {
+      log = l;
+      stopping = new AbortController();
+      // A tick only fills free slots; deliveries run on, and each refills its slot when it ends.
+      loop = pollLoop(pool.fill, {
+        name: "webhooks",
+        intervalMs: options.pollIntervalMs,
+        maxBackoffMs: 30_000,
+        ...(l ? { log: l } : {}),
       });
-      statusCode = res.status;
-      // The answer's body is not needed; dropping it frees the connection.
-      await res.body?.cancel().catch(() => {});
-      outcome = delivered(res.status) ? "delivered" : "http_error";
-      if (!delivered(res.status)) error = `HTTP ${res.status}`;
-    } catch (err) {
-      if (stopping.signal.aborted) {
-        await releaseClaim(db, d);
-        return;
-      }
-      ({ outcome, error } = describeFailure(err, options.timeoutMs));
-    }
-    options.metrics?.webhookAttempt(outcome, (performance.now() - exchangeStarted) / 1000);
-    const latencyMs = Math.max(0, now() - startedAt.getTime());
-    const ok = error === null;
-    const after = ok ? null : afterFailure(options.retry, d.attempt, random());
-    const next = ok
-      ? ({ kind: "succeeded" } as const)
-      : after!.kind === "retry"
-        ? { kind: "retry" as const, delayMs: after!.delayMs }
-        : ({ kind: "failed" } as const);
-    const recorded = await recordAttempt(db, d, { startedAt, latencyMs, statusCode, error, next });
-    // Counted only when the delivery really ended failed (not when redelivered meanwhile).
-    if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
-    if (next.kind === "failed") {
-      log?.warn(
-        { delivery: d.id, event: d.eventId, attempts: d.attempt, error },
-        "webhook delivery failed for good",
-      );
-    }
+      loop.start();
+    },
+    async stop() {
+      stopping.abort();
+      await loop?.stop();
+      loop = null;
+      await pool.settle();
+    },
+    drain: pool.drain,
   };
+}
 
+/** One attempt of a claimed delivery: the signed POST under its deadline, then its record. */
+function attempter(db: Db, options: WorkerOptions) {
+  const random = options.random ?? Math.random;
+  const now = options.now ?? Date.now;
+  const send: WebhookFetch = options.fetch ?? ((url, init) => fetch(url, init));
   /**
    * A delivery whose secret cannot be opened is not sent, and the attempt is logged as failed
    * (on the usual schedule: a key put back into the configuration lets a retry through). The log
    * names the delivery, the endpoint and the reason, never a secret.
    */
-  const notSent = async (d: ClaimedDelivery, problem: string): Promise<void> => {
+  const notSent = async (d: ClaimedDelivery, problem: string, log?: WatcherLog): Promise<void> => {
     const error = "not sent: the endpoint's signing secret cannot be decrypted";
     const after = afterFailure(options.retry, d.attempt, random());
     const next =
@@ -142,38 +148,155 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
       "webhook delivery not sent: its endpoint's signing secret cannot be decrypted",
     );
   };
-
-  const drain = async (): Promise<number> => {
-    let total = 0;
-    while (!stopping.signal.aborted) {
-      const claimed = await claimDue(db, concurrency, leaseMs, options.keyring);
-      await Promise.all(claimed.map(attempt));
-      total += claimed.length;
-      if (claimed.length < concurrency) break;
-    }
-    return total;
-  };
-
-  let loop: PollLoop | null = null;
-  return {
-    start(l) {
-      log = l;
-      stopping = new AbortController();
-      loop = pollLoop(drain, {
-        name: "webhooks",
-        intervalMs: options.pollIntervalMs,
-        maxBackoffMs: 30_000,
-        ...(l ? { log: l } : {}),
+  return async (d: ClaimedDelivery, stopping: AbortSignal, log?: WatcherLog): Promise<void> => {
+    if (d.secretProblem !== null) return notSent(d, d.secretProblem, log);
+    const body = eventBody(d);
+    const startedAt = new Date(now());
+    const headers = signedHeaders(d.secrets, d.eventId, Math.floor(startedAt.getTime() / 1000), body);
+    let statusCode: number | null = null;
+    let error: string | null = null;
+    let outcome: WebhookAttemptOutcome;
+    // The metric's clock is monotonic; the log's latency follows `now` like its timestamps.
+    const exchangeStarted = performance.now();
+    const limit = deadline(options.timeoutMs, stopping);
+    try {
+      const res = await send(d.url, {
+        method: "POST",
+        headers: { ...headers, "user-agent": "gas-sponsorship-webhooks/1" },
+        body,
+        redirect: "manual",
+        signal: limit.signal,
       });
-      loop.start();
-    },
-    async stop() {
-      stopping.abort();
-      await loop?.stop();
-      loop = null;
-    },
-    drain,
+      statusCode = res.status;
+      // The answer's body is not needed; dropping it frees the connection.
+      await res.body?.cancel().catch(() => {});
+      outcome = delivered(res.status) ? "delivered" : "http_error";
+      if (!delivered(res.status)) error = `HTTP ${res.status}`;
+    } catch (err) {
+      if (stopping.aborted) {
+        await releaseClaim(db, d);
+        return;
+      }
+      ({ outcome, error } = describeFailure(err, options.timeoutMs));
+    } finally {
+      limit.clear();
+    }
+    options.metrics?.webhookAttempt(outcome, (performance.now() - exchangeStarted) / 1000);
+    const latencyMs = Math.max(0, now() - startedAt.getTime());
+    const after = error === null ? null : afterFailure(options.retry, d.attempt, random());
+    const next =
+      after === null
+        ? ({ kind: "succeeded" } as const)
+        : after.kind === "retry"
+          ? ({ kind: "retry", delayMs: after.delayMs } as const)
+          : ({ kind: "failed" } as const);
+    const recorded = await recordAttempt(db, d, { startedAt, latencyMs, statusCode, error, next });
+    // Counted only when the delivery really ended failed (not when redelivered meanwhile).
+    if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
+    if (next.kind === "failed") {
+      log?.warn(
+        { delivery: d.id, event: d.eventId, attempts: d.attempt, error },
+        "webhook delivery failed for good",
+      );
+    }
   };
+}
+
+interface DeliveryPool {
+  /** Claims into the free slots until they are full or a claim comes back empty. */
+  fill(): Promise<void>;
+  /** Fills, and fills again as slots free, until nothing is in flight; resolves to how many ran. */
+  drain(): Promise<number>;
+  /** Once stopped: waits for the claim and the deliveries in flight to end. */
+  settle(): Promise<void>;
+}
+
+/**
+ * The worker's slots. Each delivery holds one slot from its claim to its record, and frees it by
+ * asking for the next claim at once, so a slow receiver delays nobody's delivery but its own.
+ * Claims are made one at a time per instance, so that each sees exact in-flight counts for the
+ * caps (deliveries.ts, claimDue).
+ */
+function deliveryPool(p: {
+  concurrency: number;
+  claim(limit: number, inFlight: InFlight): Promise<ClaimedDelivery[]>;
+  run(d: ClaimedDelivery): Promise<void>;
+  stopped(): boolean;
+  warn(obj: object, msg: string): void;
+}): DeliveryPool {
+  const running = new Set<Promise<void>>();
+  const inFlight = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
+  let launched = 0;
+  // The claim under way, if any; `again` asks it for one more round (a slot freed meanwhile).
+  let claiming: Promise<void> | null = null;
+  let again = false;
+
+  const launch = (d: ClaimedDelivery): void => {
+    launched++;
+    bump(inFlight.byEndpoint, d.endpointId, 1);
+    bump(inFlight.byProject, d.projectId, 1);
+    const run: Promise<void> = p
+      .run(d)
+      // Not recorded (the database is away): the lease brings the delivery back.
+      .catch((err) => p.warn({ delivery: d.id, err: (err as Error).message }, "webhook attempt not recorded"))
+      .finally(() => {
+        bump(inFlight.byEndpoint, d.endpointId, -1);
+        bump(inFlight.byProject, d.projectId, -1);
+        running.delete(run);
+        if (!p.stopped())
+          fill().catch((err) => p.warn({ err: (err as Error).message }, "webhook claim failed"));
+      });
+    running.add(run);
+  };
+
+  const rounds = async (): Promise<void> => {
+    try {
+      do {
+        again = false;
+        while (!p.stopped() && running.size < p.concurrency) {
+          const claimed = await p.claim(p.concurrency - running.size, inFlight);
+          for (const d of claimed) launch(d);
+          if (claimed.length === 0) break;
+        }
+      } while (again && !p.stopped());
+    } finally {
+      // In the same turn as the last look at `again`: no freed slot goes unnoticed in between.
+      claiming = null;
+    }
+  };
+
+  const fill = (): Promise<void> => {
+    if (claiming) {
+      again = true;
+      return claiming;
+    }
+    claiming = rounds();
+    return claiming;
+  };
+
+  return {
+    fill,
+    async drain() {
+      const before = launched;
+      await fill();
+      while (running.size > 0) {
+        await Promise.race(running);
+        await fill();
+      }
+      return launched - before;
+    },
+    async settle() {
+      await claiming?.catch(() => {});
+      // Aborted requests hand their deliveries back (releaseClaim) before this resolves.
+      await Promise.allSettled([...running]);
+    },
+  };
+}
+
+function bump<K>(counts: Map<K, number>, key: K, by: number): void {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n > 0) counts.set(key, n);
+  else counts.delete(key);
 }
 
 /**

@@ -1,7 +1,9 @@
 /**
  * A real HTTP receiver for webhook tests: a node:http server on a free local port that records
- * every request (headers and raw body) and answers as the test scripts it: a status and body, or
- * holding the request open until the test lets it go.
+ * every request (headers and raw body) and answers as the test scripts it: a status and body (at
+ * once or after a delay), or holding the request open until the test lets it go. It counts the
+ * requests open at each moment, as the receiver sees them: from arrival until the answer is sent
+ * or the sender drops the connection.
  */
 import assert from "node:assert/strict";
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
@@ -12,7 +14,7 @@ export interface Received {
   body: string;
 }
 
-export type Answer = { status: number; body?: string } | { hold: true };
+export type Answer = { status: number; body?: string; delayMs?: number } | { hold: true };
 
 export interface Receiver {
   url: string;
@@ -22,6 +24,10 @@ export interface Receiver {
   fallback: Answer;
   /** Requests being held open. */
   held: ServerResponse[];
+  /** Requests open now (arrived, not answered, connection still up). */
+  open: number;
+  /** The most requests that were open at once. */
+  peakOpen: number;
   /** Answers every held request with this status (or drops the connections when null). */
   releaseHeld(status: number | null): void;
   /** Resolves once `n` requests have arrived in all. */
@@ -36,8 +42,14 @@ export async function startReceiver(fallback: Answer = { status: 200, body: "{}"
     script: [] as Answer[],
     fallback,
     held: [] as ServerResponse[],
+    open: 0,
+    peakOpen: 0,
   };
   const server = createServer((req, res) => {
+    r.open++;
+    r.peakOpen = Math.max(r.peakOpen, r.open);
+    // 'close' comes once: after the answer is sent, or when the connection goes first.
+    res.on("close", () => r.open--);
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
@@ -53,7 +65,12 @@ export async function startReceiver(fallback: Answer = { status: 200, body: "{}"
         r.held.push(res);
         return;
       }
-      res.writeHead(answer.status, { "content-type": "application/json" }).end(answer.body ?? "{}");
+      const reply = () => {
+        if (res.destroyed) return;
+        res.writeHead(answer.status, { "content-type": "application/json" }).end(answer.body ?? "{}");
+      };
+      if (answer.delayMs) setTimeout(reply, answer.delayMs);
+      else reply();
     });
   });
   server.keepAliveTimeout = 100;

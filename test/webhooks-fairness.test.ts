@@ -1,0 +1,272 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, afterEach, before, describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { creditDeposit } from "../src/ledger/ledger.ts";
+import { approvalGate } from "../src/webhooks/approval.ts";
+import { putApproval } from "../src/webhooks/store.ts";
+import { type WebhookWorker, type WorkerOptions, webhookWorker } from "../src/webhooks/worker.ts";
+import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
+
+/**
+ * Issue 20, no tenant can stall another: webhook deliveries go out through a pool of slots, each
+ * refilled as soon as its delivery ends, with caps on what one endpoint and one project may hold
+ * in flight; and every request ends at its deadline, even when garbage is collected while it
+ * waits (AbortSignal.timeout inside AbortSignal.any did not, on Node 20). The receivers are real
+ * node:http servers on 127.0.0.1 that count the requests they have open.
+ *
+ * The garbage-collection tests need `global.gc`: scripts/run-tests.mjs runs node with
+ * --expose-gc; by hand, `node --expose-gc --import tsx --test test/webhooks-fairness.test.ts`.
+ */
+
+let t: TestApp;
+const workers: WebhookWorker[] = [];
+const receivers: Receiver[] = [];
+
+before(async () => {
+  t = await startTestApp();
+});
+afterEach(async () => {
+  // Receivers first: a request still held open then ends at once, whatever its worker does.
+  for (const r of receivers.splice(0)) await r.close();
+  for (const w of workers.splice(0)) await w.stop();
+  // What a test left pending (its hanging deliveries) must not reach the next test's worker.
+  await t.db.query(
+    "UPDATE webhook_deliveries SET status = 'failed', completed_at = now() WHERE status = 'pending'",
+  );
+});
+after(async () => {
+  await t.close();
+});
+
+/** A worker of the service's own, with a schedule that never retries within a test. */
+function worker(options: Partial<WorkerOptions>): WebhookWorker {
+  const w = webhookWorker(t.db, {
+    retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
+    timeoutMs: 30_000,
+    pollIntervalMs: 20,
+    keyring: t.services.keyring,
+    ...options,
+  });
+  workers.push(w);
+  return w;
+}
+
+async function receiver(...args: Parameters<typeof startReceiver>): Promise<Receiver> {
+  const r = await startReceiver(...args);
+  receivers.push(r);
+  return r;
+}
+
+async function project() {
+  const tag = randomBytes(3).toString("hex");
+  return seedProject(t, { slug: `fair-${tag}`, email: `fair-${tag}@example.com` });
+}
+
+let references = 0;
+/** `n` deposits, hence `n` deposit.credited events for each subscribed endpoint. */
+async function events(projectId: string, n: number) {
+  for (let i = 0; i < n; i++) {
+    await creditDeposit(t.db, { projectId, reference: `14601:0xfair:${references++}`, amountWei: 1n });
+  }
+}
+
+/** `promise`, or a failure naming `what` once `ms` have passed. */
+async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Waits (bounded) until `done()` holds. */
+async function untilAsync(done: () => Promise<boolean>, what: string, ms = 10_000) {
+  const started = Date.now();
+  while (!(await done())) {
+    if (Date.now() - started > ms) assert.fail(`${what}: not within ${ms} ms`);
+    await sleep(10);
+  }
+}
+const until = (done: () => boolean, what: string, ms?: number) => untilAsync(async () => done(), what, ms);
+
+async function deliveries(projectId: string) {
+  return t.db.query<{ status: string; attempts: number; last_error: string | null }>(
+    `SELECT d.status, d.attempts, d.last_error FROM webhook_deliveries d
+     JOIN event_outbox e ON e.id = d.event_id WHERE e.project_id = $1 ORDER BY d.id`,
+    [projectId],
+  );
+}
+
+const sum = (rs: Receiver[], f: (r: Receiver) => number) => rs.reduce((n, r) => n + f(r), 0);
+
+describe("webhook fairness across projects", () => {
+  it("delivers another project's events while one project's endpoints hang, their requests still open", async () => {
+    const noisy = await project();
+    const quiet = await project();
+    const hanging = await Promise.all([1, 2, 3, 4, 5].map(() => receiver({ hold: true })));
+    const healthy = await receiver();
+    for (const r of hanging) await addWebhookEndpoint(t, noisy, r.url, ["deposit.credited"]);
+    await addWebhookEndpoint(t, quiet, healthy.url, ["deposit.credited"]);
+    // 40 deliveries to endpoints that never answer, all due before the quiet project's one:
+    // more than the worker has slots, so oldest-first in batches would fill every slot with them.
+    await events(noisy.projectId, 8);
+    await events(quiet.projectId, 1);
+
+    worker({ concurrency: 8, caps: { perEndpoint: 2, perProject: 4 } }).start();
+    await within(10_000, healthy.waitFor(1), "the quiet project's delivery");
+    // The moment it arrived: the noisy project's requests were still open, none answered.
+    const openThen = sum(hanging, (r) => r.open);
+    assert.ok(openThen >= 1, "the noisy project's requests are open as the quiet one's arrives");
+    assert.equal(
+      openThen,
+      sum(hanging, (r) => r.received.length),
+      "none of them has ended",
+    );
+
+    // The noisy project then holds its cap, four requests and no more, all still hanging; the
+    // quiet project's next event goes through all the same.
+    await until(() => sum(hanging, (r) => r.open) === 4, "four hanging requests");
+    await events(quiet.projectId, 1);
+    await within(10_000, healthy.waitFor(2), "the quiet project's second delivery");
+    assert.equal(
+      sum(hanging, (r) => r.open),
+      4,
+    );
+    assert.equal(
+      sum(hanging, (r) => r.received.length),
+      4,
+      "no fifth request while four hang",
+    );
+    assert.ok(
+      hanging.every((r) => r.peakOpen <= 2),
+      "at most two per endpoint",
+    );
+    // Recorded as delivered while the hanging requests still wait.
+    let quietStatuses: string[] = [];
+    await untilAsync(async () => {
+      quietStatuses = (await deliveries(quiet.projectId)).map((d) => d.status);
+      return quietStatuses.every((s) => s === "succeeded");
+    }, "the quiet project's deliveries recorded");
+    assert.deepEqual(quietStatuses, ["succeeded", "succeeded"]);
+    assert.equal(
+      sum(hanging, (r) => r.open),
+      4,
+    );
+  });
+
+  it("holds one endpoint to its in-flight cap", async () => {
+    const p = await project();
+    const slow = await receiver({ status: 200, delayMs: 150 });
+    await addWebhookEndpoint(t, p, slow.url, ["deposit.credited"]);
+    await events(p.projectId, 6);
+    const attempted = await worker({ concurrency: 16, caps: { perEndpoint: 2, perProject: 8 } }).drain();
+    assert.equal(attempted, 6);
+    assert.equal(slow.received.length, 6);
+    assert.equal(slow.peakOpen, 2, "two at once, never more");
+    assert.ok((await deliveries(p.projectId)).every((d) => d.status === "succeeded"));
+  });
+
+  it("holds one project to its in-flight cap across its endpoints, and another project to its own", async () => {
+    const [a, b] = [await project(), await project()];
+    // One receiver per project, one path per endpoint: the receiver's count is the project's.
+    const [forA, forB] = [
+      await receiver({ status: 200, delayMs: 150 }),
+      await receiver({ status: 200, delayMs: 150 }),
+    ];
+    for (const i of [1, 2, 3]) {
+      await addWebhookEndpoint(t, a, `${forA.url}/${i}`, ["deposit.credited"]);
+      await addWebhookEndpoint(t, b, `${forB.url}/${i}`, ["deposit.credited"]);
+    }
+    await events(a.projectId, 4);
+    await events(b.projectId, 4);
+    const attempted = await worker({ concurrency: 16, caps: { perEndpoint: 4, perProject: 3 } }).drain();
+    assert.equal(attempted, 24);
+    assert.equal(forA.received.length, 12);
+    assert.equal(forB.received.length, 12);
+    assert.equal(forA.peakOpen, 3, "project a: three at once, never more");
+    assert.equal(forB.peakOpen, 3, "project b: three at once, never more");
+  });
+});
+
+describe("claims across instances", () => {
+  it("two instances claiming side by side send each delivery once, each within its own caps", async () => {
+    const p = await project();
+    const slow = await receiver({ status: 200, delayMs: 50 });
+    for (const i of [1, 2, 3]) await addWebhookEndpoint(t, p, `${slow.url}/${i}`, ["deposit.credited"]);
+    await events(p.projectId, 10);
+    const options = { concurrency: 8, caps: { perEndpoint: 2, perProject: 3 } };
+    const [one, two] = await Promise.all([worker(options).drain(), worker(options).drain()]);
+    assert.equal(one + two, 30);
+    const ids = slow.received.map((r) => `${r.headers["webhook-id"]}`);
+    assert.equal(ids.length, 30);
+    // Three endpoints share each event id: every (event, endpoint) pair arrived exactly once.
+    const perEvent = new Map<string, number>();
+    for (const id of ids) perEvent.set(id, (perEvent.get(id) ?? 0) + 1);
+    assert.deepEqual([...new Set(perEvent.values())], [3]);
+    const rows = await deliveries(p.projectId);
+    assert.ok(rows.every((d) => d.status === "succeeded" && d.attempts === 1));
+    // The caps are each instance's own: together at most twice the project's.
+    assert.ok(slow.peakOpen <= 6, `${slow.peakOpen} open at once`);
+  });
+});
+
+describe("request deadlines survive garbage collection", () => {
+  it("records a hanging delivery as a timeout at WEBHOOK_TIMEOUT_MS although gc() ran while it waited", async () => {
+    assert.equal(typeof global.gc, "function", "this test needs node --expose-gc (scripts/run-tests.mjs)");
+    const p = await project();
+    const hanging = await receiver({ hold: true });
+    await addWebhookEndpoint(t, p, hanging.url, ["deposit.credited"]);
+    await events(p.projectId, 1);
+    const w = worker({ timeoutMs: 300, retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 1 } });
+
+    const drained = w.drain();
+    await within(10_000, hanging.waitFor(1), "the request");
+    global.gc!();
+    await sleep(10);
+    global.gc!();
+    // Well before undici's own 300 s: the deadline is the worker's 300 ms.
+    assert.equal(await within(10_000, drained, "the hanging delivery's end"), 1);
+    assert.deepEqual(
+      (await deliveries(p.projectId)).map((d) => [d.status, d.last_error]),
+      [["failed", "timed out after 300 ms"]],
+    );
+    await until(() => hanging.open === 0, "the receiver seeing the request dropped");
+  });
+
+  it("ends an approval call that gets no answer at the project's timeout although gc() ran while it waited", async () => {
+    assert.equal(typeof global.gc, "function", "this test needs node --expose-gc (scripts/run-tests.mjs)");
+    const p = await project();
+    const hanging = await receiver({ hold: true });
+    await putApproval(
+      t.db,
+      t.services.keyring,
+      p.projectId,
+      { url: hanging.url, timeoutMs: 300, failMode: "closed" },
+      `whsec_${randomBytes(32).toString("base64")}`,
+      false,
+    );
+    const gate = approvalGate({ db: t.db, cacheTtlMs: 0, now: Date.now, keyring: t.services.keyring });
+    const asked = gate.check({
+      projectId: p.projectId,
+      mode: "call",
+      chainId: 14601,
+      sender: `0x${"11".repeat(20)}`,
+      calls: [{ target: `0x${"22".repeat(20)}`, selector: "0xa0712d68" }],
+      maxGasCostWei: 1n,
+      maxTotalGas: 1n,
+    });
+    await within(10_000, hanging.waitFor(1), "the approval request");
+    global.gc!();
+    await sleep(10);
+    global.gc!();
+    const outcome = await within(10_000, asked, "the approval call's end");
+    assert.equal(outcome.kind, "refused");
+    assert.match(outcome.kind === "refused" ? outcome.detail : "", /no answer within 300 ms/);
+  });
+});
