@@ -65,9 +65,9 @@ after(() => {
 
 const mode = (path: string) => statSync(path).mode & 0o777;
 
-function testWorker(db: Db, ring: TestApp["services"]["keyring"]): WebhookWorker {
+function testWorker(db: Db, ring: TestApp["services"]["keyring"], retryDelayMs = 10): WebhookWorker {
   return webhookWorker(db, {
-    retry: { baseDelayMs: 10, maxDelayMs: 20, maxAttempts: 3 },
+    retry: { baseDelayMs: retryDelayMs, maxDelayMs: 2 * retryDelayMs, maxAttempts: 3 },
     timeoutMs: 1000,
     pollIntervalMs: 60_000,
     keyring: ring,
@@ -336,7 +336,8 @@ describe("secrets at rest through the API", () => {
 
     const logged: string[] = [];
     const record = (obj: object, msg?: string) => void logged.push(`${msg} ${JSON.stringify(obj)}`);
-    const logging = testWorker(t.db, t.services.keyring);
+    // Retries a minute apart: a drain runs every attempt that comes due while it runs.
+    const logging = testWorker(t.db, t.services.keyring, 60_000);
     logging.start({ debug: record, info: record, warn: record, error: record });
     const seen = receiver.received.length;
     try {
