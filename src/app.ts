@@ -67,6 +67,9 @@ export async function buildApp({
 }: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     ...(loggerInstance ? { loggerInstance } : { logger }),
+    // One line per request at `info`, written by installRequestObservability (metrics/http.ts)
+    // instead of Fastify's two; the arrival line only at `debug`.
+    disableRequestLogging: true,
     bodyLimit: BODY_LIMIT_BYTES,
     // The caller's x-request-id when it is safe to log (metrics/http.ts), a fresh UUID otherwise.
     genReqId: requestIdOf,

@@ -42,6 +42,32 @@ describe("x-request-id", () => {
   });
   after(() => t.close());
 
+  it("at info, one line per request: method, URL, client, status and time on the completion line", async () => {
+    const quiet = await startTestApp({ logLevel: "info" });
+    try {
+      const res = await quiet.app.inject({
+        method: "GET",
+        url: "/no/such/route?x=1",
+        remoteAddress: "198.51.100.4",
+      });
+      const id = String(res.headers["x-request-id"]);
+      const mine = quiet.logs.map((l) => JSON.parse(l)).filter((l) => l.reqId === id);
+      assert.deepEqual(
+        mine.map((l) => l.msg),
+        ["request completed"],
+      );
+      const [line] = mine;
+      assert.equal(line.req.method, "GET");
+      assert.equal(line.req.url, "/no/such/route?x=1");
+      assert.equal(line.req.remoteAddress, "198.51.100.4");
+      assert.equal(line.res.statusCode, 404);
+      assert.equal(typeof line.responseTime, "number");
+      assert.equal(line.code, "not_found");
+    } finally {
+      await quiet.close();
+    }
+  });
+
   it("a safe incoming id is kept: echoed, in the problem body, and the reqId of every line of the request", async () => {
     const id = "lb-7f3a.trace:01_A-z";
     const res = await t.request({ method: "GET", url: "/no/such/route", headers: { "x-request-id": id } });

@@ -405,7 +405,7 @@ async function slowRequest(server: ServerProcess, apiKey: string, body: string) 
   });
   const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
   socket.on("error", () => {});
-  // Received means logged: Fastify logs "incoming request" with the client's port once routed.
+  // Received means logged: "incoming request" (at debug) carries the client's port once routed.
   await server.waitForLine(
     (l) => (l.req as { remotePort?: number } | undefined)?.remotePort === socket.localPort,
     15_000,
@@ -439,6 +439,8 @@ describe(`SIGTERM under load (${PG_URL && REDIS_URL ? "PostgreSQL + Redis" : "em
       CHAIN_14601_PAYMASTER_ADDRESS: PAYMASTER,
       CHAIN_14601_RPC_URL: chain.rpcUrl,
       SHUTDOWN_TIMEOUT_MS: "15000",
+      // The "incoming request" line (debug) tells when a request has been received.
+      LOG_LEVEL: "debug",
       ...(database ? { DATABASE_URL: database.url, REDIS_URL: REDIS_URL! } : {}),
     };
     const store = { databaseUrl: database?.url ?? null, dataDir };

@@ -94,6 +94,8 @@ export interface TestAppOptions {
    * v0.7 with no code hash bound, as the fixed fee oracle stands in for the chain's fees.
    */
   senderCode?: SenderCodeResolver;
+  /** The app logger's level (default debug: every line a test may look for). */
+  logLevel?: string;
 }
 
 /** A chainless app's answer for every sender (see TestAppOptions.senderCode). */
@@ -131,7 +133,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   });
   const logs: string[] = [];
   const logger = pino(
-    { level: "debug" },
+    { level: options.logLevel ?? "debug" },
     new Writable({
       write(chunk, _enc, done) {
         logs.push(String(chunk));
