@@ -13,7 +13,14 @@ import { parseArgs } from "node:util";
 import { type Address, getAddress, isAddress } from "viem";
 import type { EntryPointVersion } from "../config.ts";
 import { parseWei } from "./amount.ts";
-import type { ConnectionFlags } from "./context.ts";
+
+/** The flags every chain command shares; all optional, defaults come from the service's settings. */
+export interface ConnectionFlags {
+  rpcUrl?: string;
+  chainId?: number;
+  paymaster?: string;
+  entryPointVersion?: EntryPointVersion;
+}
 
 export class UsageError extends Error {}
 

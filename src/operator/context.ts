@@ -22,7 +22,7 @@ import {
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { type Config, ConfigError, type EntryPointVersion, loadConfig } from "../config.ts";
-import { addressFlag, UsageError } from "./args.ts";
+import { addressFlag, type ConnectionFlags, UsageError } from "./args.ts";
 
 /** An expected failure: printed as one line, exit status 1, no stack trace. */
 export class OperatorError extends Error {}
@@ -36,14 +36,6 @@ export interface Io {
   out(line: string): void;
   /** Progress and diagnostics. */
   err(line: string): void;
-}
-
-/** The flags every chain command shares; all optional, defaults come from the service's settings. */
-export interface ConnectionFlags {
-  rpcUrl?: string;
-  chainId?: number;
-  paymaster?: string;
-  entryPointVersion?: EntryPointVersion;
 }
 
 export interface Target {
