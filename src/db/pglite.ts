@@ -11,10 +11,12 @@ import { asUnavailable } from "./unavailable.ts";
  * ends, so statements queue behind it instead of waiting on row locks, and lock_timeout has
  * nothing to bound here. A closed instance is reported as DatabaseUnavailable.
  */
-export async function openPglite(dataDir: string): Promise<Db> {
+export async function openPglite(dataDir: string, options: { loadDataDir?: Blob } = {}): Promise<Db> {
   // The database holds every project's data: its files are for this user only (0700).
   if (!dataDir.startsWith("memory://")) ensurePrivateDir(dataDir);
-  const pg = await PGlite.create(dataDir);
+  const pg = options.loadDataDir
+    ? await PGlite.create(dataDir, { loadDataDir: options.loadDataDir })
+    : await PGlite.create(dataDir);
   const query = async <T>(sql: string, params?: unknown[]) => {
     try {
       return (await pg.query<T>(sql, params)).rows;
@@ -22,7 +24,7 @@ export async function openPglite(dataDir: string): Promise<Db> {
       throw asUnavailable(err);
     }
   };
-  return {
+  const db: Db = {
     kind: "pglite",
     query,
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
@@ -38,4 +40,19 @@ export async function openPglite(dataDir: string): Promise<Db> {
       await pg.close();
     },
   };
+  instances.set(db, pg);
+  return db;
+}
+
+const instances = new WeakMap<Db, PGlite>();
+
+/**
+ * The whole database as a tarball, for `openPglite(…, { loadDataDir })`. Tests open every store
+ * from one migrated copy: starting from it takes about 0.45 s, against about 1.7 s for the
+ * initdb that every new embedded database otherwise runs (measured on the CI machine).
+ */
+export async function dumpPglite(db: Db): Promise<Blob> {
+  const pg = instances.get(db);
+  if (!pg) throw new Error("not an embedded database");
+  return pg.dumpDataDir("none");
 }

@@ -11,7 +11,7 @@ import { type Config, loadConfig } from "../../src/config.ts";
 import type { Services } from "../../src/context.ts";
 import type { Db } from "../../src/db/db.ts";
 import { migrate } from "../../src/db/migrate.ts";
-import { openPglite } from "../../src/db/pglite.ts";
+import { dumpPglite, openPglite } from "../../src/db/pglite.ts";
 import { openPostgres } from "../../src/db/postgres.ts";
 import { type LocalIssuer, localIssuer } from "../../src/identity/tokens.ts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
@@ -43,8 +43,7 @@ export interface TestDb {
 export async function openTestDb(): Promise<TestDb> {
   const url = process.env.DATABASE_URL;
   if (!url) {
-    const db = await openPglite("memory://");
-    await migrate(db);
+    const db = await openPglite("memory://", { loadDataDir: await migratedTemplate() });
     return { db, schema: null, drop: () => db.close() };
   }
   const schema = `t_${randomBytes(6).toString("hex")}`;
@@ -58,6 +57,19 @@ export async function openTestDb(): Promise<TestDb> {
       await db.close();
     },
   };
+}
+
+/** One migrated embedded database per test process, copied for each store (see dumpPglite). */
+let template: Promise<Blob> | null = null;
+function migratedTemplate(): Promise<Blob> {
+  template ??= (async () => {
+    const db = await openPglite("memory://");
+    await migrate(db);
+    const dump = await dumpPglite(db);
+    await db.close();
+    return dump;
+  })();
+  return template;
 }
 
 export interface TestApp {
