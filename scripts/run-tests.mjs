@@ -15,9 +15,19 @@ const only = process.argv.slice(2);
 const files = only.length > 0 ? only : [...find("src"), ...find("test")].sort();
 // --expose-gc: test/webhooks-fairness.test.ts collects garbage mid-request to prove a delivery's
 // deadline survives it. The runner passes these flags on to each test file's process.
+// TEST_CONCURRENCY: test files run at once (default 1).
+const concurrency = Number(process.env.TEST_CONCURRENCY ?? 1);
 const result = spawnSync(
   process.execPath,
-  ["--expose-gc", "--import", "tsx", "--test", "--test-concurrency=1", "--test-reporter=spec", ...files],
+  [
+    "--expose-gc",
+    "--import",
+    "tsx",
+    "--test",
+    `--test-concurrency=${concurrency}`,
+    "--test-reporter=spec",
+    ...files,
+  ],
   { stdio: "inherit" },
 );
 process.exit(result.status ?? 1);
