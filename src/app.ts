@@ -1,7 +1,12 @@
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from "fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyServerOptions,
+  LogController,
+} from "fastify";
 import { allowlistRoutes } from "./allowlists/routes.ts";
 import { analyticsRoutes } from "./analytics/routes.ts";
 import { apiKeyRoutes } from "./api-keys/routes.ts";
@@ -69,7 +74,7 @@ export async function buildApp({
     ...(loggerInstance ? { loggerInstance } : { logger }),
     // One line per request at `info`, written by installRequestObservability (metrics/http.ts)
     // instead of Fastify's two; the arrival line only at `debug`.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,
     // The caller's x-request-id when it is safe to log (metrics/http.ts), a fresh UUID otherwise.
     genReqId: requestIdOf,

@@ -9,7 +9,9 @@
  * at once. The others try to take it every `retryMs`; so a new leader runs the watchers within
  * about `retryMs` of the old one's death. The leader checks its session on the same period and
  * steps down (stops its watchers) as soon as the session fails, since by then another instance
- * may hold the lock. If the leader's host vanishes from the network without closing the
+ * may hold the lock. A leader that lost its session then sits out STEP_DOWN_ROUNDS rounds before
+ * it seeks the lock again, so that an instance standing by takes over rather than the one whose
+ * session just failed winning the race back (in a test run, it did, and no one took over). If the leader's host vanishes from the network without closing the
  * connection, the server notices with TCP keepalive (tcp_keepalives_idle) rather than at once.
  * For a few seconds around a change two instances can run the same watcher: harmless, as above.
  *
@@ -21,6 +23,9 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { silentLog, type WatcherLog } from "./poll-loop.ts";
+
+/** Rounds of `retryMs` a leader whose session failed waits before it seeks the lock again. */
+const STEP_DOWN_ROUNDS = 3;
 
 export interface Leadership {
   /** "lock": PostgreSQL advisory lock; "sole": this process is the only one (PGlite). */
@@ -86,6 +91,8 @@ export function advisoryLockLeadership(options: AdvisoryLockOptions): Leadership
   let loop: Promise<void> | null = null;
   // Logged once per change of situation, not on every retry.
   let said: "following" | "unreachable" | null = null;
+  // Rounds left to sit out after losing the lock with its session (see the module's comment).
+  let sittingOut = 0;
 
   const setLeading = (value: boolean, reason: string) => {
     if (leading === value) return;
@@ -119,6 +126,7 @@ export function advisoryLockLeadership(options: AdvisoryLockOptions): Leadership
     c.on("error", () => {
       if (client === c) {
         dropClient();
+        if (leading) sittingOut = STEP_DOWN_ROUNDS;
         setLeading(false, "the leadership's database connection was lost");
       }
     });
@@ -127,6 +135,10 @@ export function advisoryLockLeadership(options: AdvisoryLockOptions): Leadership
   };
 
   const attempt = async () => {
+    if (sittingOut > 0) {
+      sittingOut--;
+      return;
+    }
     try {
       key ??= await options.key();
       client ??= await connect();
@@ -148,6 +160,7 @@ export function advisoryLockLeadership(options: AdvisoryLockOptions): Leadership
       }
     } catch (err) {
       dropClient();
+      if (leading) sittingOut = STEP_DOWN_ROUNDS;
       setLeading(false, "the leadership's database connection failed");
       if (said !== "unreachable") {
         said = "unreachable";
