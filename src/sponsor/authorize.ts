@@ -10,8 +10,8 @@
  * request's signature never leaves the process.
  */
 
-import { createHash, randomBytes } from "node:crypto";
-import { type Address, bytesToHex, type Hex } from "viem";
+import { createHash } from "node:crypto";
+import type { Address, Hex } from "viem";
 import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
 import type { Config } from "../config.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
@@ -27,6 +27,7 @@ import {
 } from "../paymaster/layout.ts";
 import { ruleRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
+import { randomAuthId } from "./ids.ts";
 import { type Quote, quote } from "./policy.ts";
 import { callPreVerificationCeiling } from "./pre-verification.ts";
 import type { FeeCeilings } from "./pricing.ts";
@@ -254,7 +255,7 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
     maxPriorityFeePerGasWei: q.maxPriorityFeePerGasWei,
     validUntilSec: q.validUntilSec,
     validAfterSec: q.validAfterSec,
-    authId: bytesToHex(randomBytes(32)),
+    authId: randomAuthId(),
   };
   const domain = { chainId: req.chainId, paymaster: q.paymaster };
   const signature = deps.signer.signDigest(callSponsorshipDigest(domain, PAYMASTER_GAS_LIMITS, sponsorship));

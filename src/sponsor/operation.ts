@@ -13,8 +13,8 @@
  * operation gets the same answer, byte for byte, and one reservation.
  */
 
-import { createHash, randomBytes } from "node:crypto";
-import { type Address, bytesToHex, concatHex, type Hex, numberToHex } from "viem";
+import { createHash } from "node:crypto";
+import { type Address, concatHex, type Hex, numberToHex } from "viem";
 import { type DecodedCall, decodeCalls } from "../accounts/calls.ts";
 import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
 import { type ChainConfig, type Config, liveEntryPointAt } from "../config.ts";
@@ -35,6 +35,7 @@ import {
 } from "../paymaster/layout.ts";
 import { ruleRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
+import { randomAuthId } from "./ids.ts";
 import { MAX_ESTIMATED_GAS } from "./policy.ts";
 import { operationPreVerificationCeiling } from "./pre-verification.ts";
 import type { FeeCeilings } from "./pricing.ts";
@@ -172,7 +173,7 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
   const terms = {
     validAfterSec: Math.max(0, nowSec - deps.config.clockSkewSec),
     validUntilSec: nowSec + checked.project.ttlSec,
-    authId: bytesToHex(randomBytes(32)),
+    authId: randomAuthId(),
     senderCodeHash: checked.senderCodeHash,
   };
   const domain = { chainId: req.chainId, paymaster: checked.paymaster };
