@@ -22,7 +22,7 @@ import { tooManyFailures } from "../identity/authenticate.ts";
 import { dryRunReservation } from "../ledger/ledger.ts";
 import { noteRpcMethod } from "../metrics/http.ts";
 import { type OperationDeps, sponsorOperation, stubOperation } from "../sponsor/operation.ts";
-import { feeCeilings } from "../sponsor/pricing.ts";
+import { currentFeeCeilings } from "../sponsor/pricing.ts";
 import type { UnknownAccounts } from "../sponsor/sender-code.ts";
 import { failure, type JsonRpcId, parseRequest, rpcError, success } from "./json-rpc.ts";
 import { urlKeyOf } from "./url-key.ts";
@@ -220,11 +220,7 @@ function operationDeps(services: Services): OperationDeps {
     config,
     signer: services.signer,
     reservations: services.reservations,
-    feeCeilings(chainId) {
-      const reading = services.feeOracle.current(chainId);
-      const chain = config.chains.find((c) => c.chainId === chainId);
-      return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
-    },
+    feeCeilings: (chainId) => currentFeeCeilings(services.feeOracle, config.chains, chainId),
     refreshFees: () => services.feeOracle.refresh(),
     async project(projectId) {
       const rows = await db.query<{

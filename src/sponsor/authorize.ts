@@ -25,7 +25,7 @@ import {
   PAYMASTER_DATA_OFFSET,
   ZERO_HASH,
 } from "../paymaster/layout.ts";
-import { ruleRefusal } from "../policies/refusals.ts";
+import { type RefusalWords, reservationRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
 import { randomAuthId } from "./ids.ts";
 import { type Quote, quote } from "./policy.ts";
@@ -137,7 +137,7 @@ export async function codeRefusalOf(
   nowMs: number,
 ): Promise<Refused> {
   const outcome = await deps.dryRun(callReservation(req, q, nowMs, NO_IDS));
-  return reservationRefusal(outcome) ?? q.codeRefusal;
+  return callRefusal(outcome) ?? q.codeRefusal;
 }
 
 /**
@@ -165,23 +165,18 @@ export async function unpricedRefusalOf(
     validAfterSec: nowSec,
     validUntilSec: nowSec + 1,
   };
-  return reservationRefusal(await deps.dryRun(callReservation(req, free, nowMs, NO_IDS))) ?? fallback;
+  return callRefusal(await deps.dryRun(callReservation(req, free, nowMs, NO_IDS))) ?? fallback;
 }
 
+/** How a call authorization words the refusals that name no rule. */
+const CALL_WORDS: RefusalWords = {
+  notAllowlisted: () => refused("not_allowlisted", "the target contract and selector are not allowlisted"),
+  insufficientBalance: "the gas tank cannot cover maxGasCost",
+};
+
 /** What a reservation's outcome refuses, or null when it would reserve (or replay). */
-export function reservationRefusal(outcome: ReserveOutcome): Refused | null {
-  switch (outcome.kind) {
-    case "reserved":
-    case "replay":
-      return null;
-    case "not_allowlisted":
-      return refused("not_allowlisted", "the target contract and selector are not allowlisted");
-    case "insufficient_balance":
-      return refused("insufficient_balance", "the gas tank cannot cover maxGasCost");
-    default:
-      // A rule of the project's policies (the daily cap is one): the refusal names it.
-      return ruleRefusal(outcome)!;
-  }
+export function callRefusal(outcome: ReserveOutcome): Refused | null {
+  return reservationRefusal(outcome, CALL_WORDS);
 }
 
 /** The ids of a reservation that is only asked about, never stored. */
@@ -283,7 +278,7 @@ export async function authorize(deps: AuthorizeDeps, req: AuthorizeRequest): Pro
       }
       return { kind: "authorized", body: outcome.response, replayed: true };
     default:
-      return reservationRefusal(outcome)!;
+      return callRefusal(outcome)!;
   }
 }
 

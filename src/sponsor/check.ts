@@ -11,11 +11,11 @@ import type { ErrorCode } from "../http/catalogue.ts";
 import type { Reservation, ReserveOutcome } from "../ledger/ledger.ts";
 import {
   type AuthorizeRequest,
+  callRefusal,
   callReservation,
   NO_IDS,
   type ProjectSponsorTerms,
   quoteCall,
-  reservationRefusal,
   unpricedRefusalOf,
 } from "./authorize.ts";
 import type { FeeCeilings } from "./pricing.ts";
@@ -46,8 +46,7 @@ export async function checkAuthorization(deps: CheckDeps, req: AuthorizeRequest)
     };
   }
   // The same order as authorize: the reservation's refusals first, then the sender's code.
-  const refusal =
-    reservationRefusal(await deps.dryRun(callReservation(req, q, nowMs, NO_IDS))) ?? q.codeRefusal;
+  const refusal = callRefusal(await deps.dryRun(callReservation(req, q, nowMs, NO_IDS))) ?? q.codeRefusal;
   if (!refusal) return { kind: "would_sponsor", maxGasCostWei: q.maxGasCostWei };
   return { kind: "would_refuse", code: refusal.code, detail: refusal.detail, ruleId: refusal.ruleId ?? null };
 }

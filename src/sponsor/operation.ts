@@ -33,10 +33,10 @@ import {
   PAYMASTER_DATA_OFFSET,
   stubPaymasterAndData,
 } from "../paymaster/layout.ts";
-import { ruleRefusal } from "../policies/refusals.ts";
+import { type RefusalWords, reservationRefusal, ruleRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
 import { randomAuthId } from "./ids.ts";
-import { MAX_ESTIMATED_GAS } from "./policy.ts";
+import { MAX_ESTIMATED_GAS, validityWindow } from "./policy.ts";
 import { operationPreVerificationCeiling } from "./pre-verification.ts";
 import type { FeeCeilings } from "./pricing.ts";
 import { type UnknownAccounts, verifySenderCode } from "./sender-code.ts";
@@ -125,7 +125,6 @@ export async function stubOperation(deps: OperationDeps, req: OperationRequest):
   const checked = await checkOperation(deps, req, { final: false });
   if (checked.kind === "refused") return checked;
   const nowMs = deps.now();
-  const nowSec = Math.floor(nowMs / 1000);
   // The stub reserves nothing, but refuses early what the final call would refuse whatever the
   // operation's final gas: the sender lists, the campaign, caps already used up (priced at 0 wei,
   // since the stub's gas limits are not final yet).
@@ -135,8 +134,7 @@ export async function stubOperation(deps: OperationDeps, req: OperationRequest):
     paymaster: checked.paymaster,
     mode: "operation",
     gas: PAYMASTER_GAS_LIMITS,
-    validUntilSec: nowSec + checked.project.ttlSec,
-    validAfterSec: nowSec - deps.config.clockSkewSec,
+    ...validityWindow(nowMs, checked.project.ttlSec, deps.config.clockSkewSec),
   });
   return {
     kind: "stub",
@@ -169,10 +167,8 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
   });
   if (approval?.kind === "refused") return refuse(approval.code, approval.detail);
   const nowMs = deps.now();
-  const nowSec = Math.floor(nowMs / 1000);
   const terms = {
-    validAfterSec: Math.max(0, nowSec - deps.config.clockSkewSec),
-    validUntilSec: nowSec + checked.project.ttlSec,
+    ...validityWindow(nowMs, checked.project.ttlSec, deps.config.clockSkewSec),
     authId: randomAuthId(),
     senderCodeHash: checked.senderCodeHash,
   };
@@ -216,12 +212,8 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
     case "replay":
       // The key is a digest of the whole operation, so a replay is always of the same one.
       return { kind: "sponsored", body: outcome.response ?? body, replayed: true };
-    case "not_allowlisted":
-      return notAllowlisted(checked.calls, outcome.callIndex);
-    case "insufficient_balance":
-      return refuse("insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
     default:
-      return ruleRefusal(outcome)!;
+      return reservationRefusal(outcome, operationWords(checked.calls))!;
   }
 }
 
@@ -341,7 +333,7 @@ async function checkOperation(
   const project = await deps.project(req.projectId);
   // Before estimation the gas limits are not known yet; an empty tank is refused at once.
   if (project.balanceWei === 0n || project.balanceWei < maxCostWei) {
-    return refuse("insufficient_balance", "the gas tank cannot cover the operation's maximum cost");
+    return refuse("insufficient_balance", INSUFFICIENT_BALANCE);
   }
   // The sender's code last: the refusals above need no chain (INTERFACE.md's 403 and 402 come
   // first, whatever the account).
@@ -463,6 +455,16 @@ function operationKey(req: OperationRequest): string {
 function paymasterDataOf(paymasterAndData: Hex): Hex {
   return `0x${paymasterAndData.slice(2 + PAYMASTER_DATA_OFFSET * 2)}`;
 }
+
+/** How an operation words the refusals that name no rule: which of its calls, which tank. */
+function operationWords(calls: DecodedCall[]): RefusalWords {
+  return {
+    notAllowlisted: (index) => notAllowlisted(calls, index),
+    insufficientBalance: INSUFFICIENT_BALANCE,
+  };
+}
+
+const INSUFFICIENT_BALANCE = "the gas tank cannot cover the operation's maximum cost";
 
 function notAllowlisted(calls: DecodedCall[], index: number): Refusal {
   const call = calls[index]!;

@@ -27,6 +27,20 @@ export type Quote =
       detail: string;
     };
 
+/**
+ * The window an authorization is valid in, from now: validAfter backdated by the clock skew (the
+ * latest block's timestamp trails the wall clock), never below 0; validUntil `ttlSec` ahead.
+ * Every mode and the stub use this one.
+ */
+export function validityWindow(
+  nowMs: number,
+  ttlSec: number,
+  clockSkewSec: number,
+): { validAfterSec: number; validUntilSec: number } {
+  const nowSec = Math.floor(nowMs / 1000);
+  return { validAfterSec: Math.max(0, nowSec - clockSkewSec), validUntilSec: nowSec + ttlSec };
+}
+
 export function quote(input: {
   chain: ChainConfig | undefined;
   chainId: number;
@@ -60,15 +74,13 @@ export function quote(input: {
       detail: `no recent fee reading for chain ${chain.chainId}; retry shortly`,
     };
   }
-  const nowSec = Math.floor(input.nowMs / 1000);
   return {
     kind: "quote",
     maxTotalGas: input.estimatedGas,
     maxFeePerGasWei: input.fees.maxFeePerGasWei,
     maxPriorityFeePerGasWei: input.fees.maxPriorityFeePerGasWei,
     maxGasCostWei: input.estimatedGas * input.fees.maxFeePerGasWei,
-    validAfterSec: Math.max(0, nowSec - input.clockSkewSec),
-    validUntilSec: nowSec + input.ttlSec,
+    ...validityWindow(input.nowMs, input.ttlSec, input.clockSkewSec),
     paymaster: chain.paymaster,
   };
 }

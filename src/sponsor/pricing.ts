@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { FeeLevels } from "../chains/fee-oracle.ts";
+import type { FeeLevels, FeeOracle } from "../chains/fee-oracle.ts";
 import type { ChainConfig } from "../config.ts";
 
 /**
@@ -60,4 +60,18 @@ function larger(a: bigint, b: bigint): bigint {
 
 function ceilDiv(a: bigint, b: bigint): bigint {
   return (a + b - 1n) / b;
+}
+
+/**
+ * A chain's fee ceilings now, from the oracle's cached reading: null without a fresh one (the
+ * refusal is then 503 fee_oracle_stale). The one way every sponsorship route prices.
+ */
+export function currentFeeCeilings(
+  oracle: Pick<FeeOracle, "current">,
+  chains: readonly ChainConfig[],
+  chainId: number,
+): FeeCeilings | null {
+  const reading = oracle.current(chainId);
+  const chain = chains.find((c) => c.chainId === chainId);
+  return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
 }

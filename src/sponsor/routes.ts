@@ -10,7 +10,7 @@ import { dryRunReservation, type Reservation } from "../ledger/ledger.ts";
 import { type AuthorizeRequest, authorize, type ProjectSponsorTerms } from "./authorize.ts";
 import { checkAuthorization } from "./check.ts";
 import { MAX_ESTIMATED_GAS } from "./policy.ts";
-import { feeCeilings } from "./pricing.ts";
+import { currentFeeCeilings } from "./pricing.ts";
 import type { UnknownAccounts } from "./sender-code.ts";
 
 export const AuthorizeBody = Type.Object(
@@ -79,11 +79,7 @@ export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
     config: services.config,
     signer: services.signer,
     reservations: services.reservations,
-    feeCeilings: (chainId: number) => {
-      const reading = services.feeOracle.current(chainId);
-      const chain = services.config.chains.find((c) => c.chainId === chainId);
-      return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
-    },
+    feeCeilings: (chainId: number) => currentFeeCeilings(services.feeOracle, services.config.chains, chainId),
     projectTerms: terms.get,
     senderCode: services.senderCode,
     dryRun: (r: Reservation) => dryRunReservation(services.db, r),
@@ -133,11 +129,7 @@ const checkRoute: RoutePlugin = async (app, { services }) => {
   const terms = projectTermsCache(services);
   const deps = {
     config: services.config,
-    feeCeilings: (chainId: number) => {
-      const reading = services.feeOracle.current(chainId);
-      const chain = services.config.chains.find((c) => c.chainId === chainId);
-      return reading.kind === "fresh" && chain ? feeCeilings(reading.fees, chain) : null;
-    },
+    feeCeilings: (chainId: number) => currentFeeCeilings(services.feeOracle, services.config.chains, chainId),
     projectTerms: terms.get,
     senderCode: services.senderCode,
     dryRun: (r: Reservation) => dryRunReservation(services.db, r),
