@@ -8,7 +8,7 @@
  * - Log lines: one per request at `info`, "request completed", with the method, the URL (API
  *   keys already cut out of it, rpc/url-key.ts), the client's address, the status and the time
  *   taken; an "incoming request" line on arrival only at `debug` (Fastify's own pair costs a
- *   second serialisation and write per request: measured in the README's performance section).
+ *   second serialisation and write per request; the README's Performance section has the figures).
  *   Once the caller is known, the request's logger carries `projectId` and `apiKeyId` (an API
  *   key's id, never the key) or `developerId`; the completion line also carries the route
  *   template and, for a refusal, its stable `code`. Every line a request logs carries its reqId.
