@@ -20,7 +20,7 @@ import { SECRETS_KEY_FILE, secretsKeyring } from "../src/secrets/keyring.ts";
 import { SEALED_COLUMNS } from "../src/secrets/registry.ts";
 import { resealSecrets } from "../src/secrets/reseal.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
-import { seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
+import { authorizeMint, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
 import { freshDatabase } from "./support/fresh-database.ts";
 import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
 import { ensureBuilt, runToExit } from "./support/server-process.ts";
@@ -107,22 +107,6 @@ async function putApproval(
   const secret = (res.json() as { secret: string }).secret;
   t.secrets.add(secret);
   return secret;
-}
-
-function authorize(t: TestApp, p: { projectId: string; apiKey: string }) {
-  return t.request({
-    method: "POST",
-    url: "/sponsor/authorize",
-    token: p.apiKey,
-    payload: {
-      projectId: p.projectId,
-      user: `0x${randomBytes(20).toString("hex")}`,
-      target: TARGET,
-      selector: SELECTOR,
-      estimatedGas: 100_000,
-      chainId: 14601,
-    },
-  });
 }
 
 async function endpointRow(db: Db, id: number) {
@@ -245,7 +229,7 @@ describe("secrets at rest through the API", () => {
     assert.equal(receiver.received.length, 1);
     assert.ok(verify(endpoint.secret, receiver.received[0]!.headers, receiver.received[0]!.body));
 
-    assert.equal((await authorize(t, p)).statusCode, 200);
+    assert.equal((await authorizeMint(t, p)).statusCode, 200);
     assert.equal(receiver.received.length, 2);
     assert.ok(verify(approvalSecret, receiver.received[1]!.headers, receiver.received[1]!.body));
 
@@ -380,7 +364,7 @@ describe("secrets at rest through the API", () => {
     ]);
     t.services.approvals.forget(attacker.projectId);
     const asked = receiver.received.length;
-    const refused = await authorize(t, attacker);
+    const refused = await authorizeMint(t, attacker);
     assert.equal(refused.statusCode, 503, refused.body);
     assert.equal((refused.json() as { code: string }).code, "approval_unavailable");
     assert.ok(!refused.body.includes(victimApproval));
@@ -397,10 +381,10 @@ describe("secrets at rest through the API", () => {
       payload: { url: receiver.url, timeoutMs: 1000, failMode: "open" },
     });
     assert.equal(opened.statusCode, 200, opened.body);
-    assert.equal((await authorize(t, attacker)).statusCode, 200, "fail-open sponsors");
+    assert.equal((await authorizeMint(t, attacker)).statusCode, 200, "fail-open sponsors");
     assert.equal(receiver.received.length, asked, "the receiver was never asked");
     // The victim's own row still opens.
-    assert.equal((await authorize(t, victim)).statusCode, 200);
+    assert.equal((await authorizeMint(t, victim)).statusCode, 200);
     assert.ok(verify(victimApproval, receiver.received.at(-1)!.headers, receiver.received.at(-1)!.body));
   });
 });
@@ -477,7 +461,7 @@ describe("rotating the secrets key", () => {
       const workerB = testWorker(db.db, b.services.keyring);
       await deliverDeposit(db.db, workerB, p.projectId);
       assert.ok(verify(endpoint.secret, receiver.received[0]!.headers, receiver.received[0]!.body));
-      assert.equal((await authorize(b, p)).statusCode, 200);
+      assert.equal((await authorizeMint(b, p)).statusCode, 200);
       assert.ok(verify(approvalSecret, receiver.received[1]!.headers, receiver.received[1]!.body));
       assert.ok((await endpointRow(db.db, endpoint.id)).secret.startsWith(`v1:${idA}:`));
       await workerB.stop();
@@ -518,7 +502,7 @@ describe("rotating the secrets key", () => {
       await deliverDeposit(db.db, workerOnlyB, p.projectId);
       const last = receiver.received.at(-1)!;
       assert.ok(verify(endpoint.secret, last.headers, last.body));
-      assert.equal((await authorize(onlyB, p)).statusCode, 200);
+      assert.equal((await authorizeMint(onlyB, p)).statusCode, 200);
       assert.ok(verify(approvalSecret, receiver.received.at(-1)!.headers, receiver.received.at(-1)!.body));
       await workerOnlyB.stop();
       await onlyB.close();

@@ -13,7 +13,7 @@ import {
 } from "../src/metrics/metrics.ts";
 import { webhookFetch } from "../src/webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
-import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+import { authorizeMint, seedProject, startTestApp, type TestApp } from "./support/app.ts";
 import { parseExposition, type Sample } from "./support/prometheus.ts";
 import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
 
@@ -340,20 +340,7 @@ describe("approval webhook metrics", () => {
     return p;
   }
 
-  const authorize = (p: { projectId: string; apiKey: string }) =>
-    t.request({
-      method: "POST",
-      url: "/sponsor/authorize",
-      token: p.apiKey,
-      payload: {
-        projectId: p.projectId,
-        user: `0x${randomBytes(20).toString("hex")}`,
-        target: TARGET,
-        selector: SELECTOR,
-        estimatedGas: 100_000,
-        chainId: 14601,
-      },
-    });
+  const authorize = (p: { projectId: string; apiKey: string }) => authorizeMint(t, p);
 
   const resultsMoved = (a: Scrape, b: Scrape) =>
     Object.fromEntries(

@@ -5,7 +5,7 @@ import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { billOperation, creditDeposit, release } from "../src/ledger/ledger.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
-import { seedProject, startTestApp, TEST_PAYMASTER, type TestApp } from "./support/app.ts";
+import { authorizeMint, seedProject, startTestApp, TEST_PAYMASTER, type TestApp } from "./support/app.ts";
 import { addWebhookEndpoint, type Received, type Receiver, startReceiver } from "./support/receiver.ts";
 
 /**
@@ -62,22 +62,6 @@ async function project() {
 
 function addEndpoint(p: { projectId: string; ownerToken: string }, url: string, eventTypes = ["*"]) {
   return addWebhookEndpoint(t, p, url, eventTypes);
-}
-
-async function authorize(p: { projectId: string; apiKey: string }) {
-  return t.request({
-    method: "POST",
-    url: "/sponsor/authorize",
-    token: p.apiKey,
-    payload: {
-      projectId: p.projectId,
-      user: `0x${randomBytes(20).toString("hex")}`,
-      target: TARGET,
-      selector: SELECTOR,
-      estimatedGas: 100_000,
-      chainId: 14601,
-    },
-  });
 }
 
 /** Runs the worker until the project has no pending delivery (bounded by passes, not by time). */
@@ -174,12 +158,12 @@ describe("event webhooks", () => {
       });
       assert.equal(alert.statusCode, 200, alert.body);
 
-      const a = (await authorize(p)).json() as { authorizationId: string; maxGasCost: string };
-      const b = (await authorize(p)).json() as { authorizationId: string; maxGasCost: string };
+      const a = (await authorizeMint(t, p)).json() as { authorizationId: string; maxGasCost: string };
+      const b = (await authorizeMint(t, p)).json() as { authorizationId: string; maxGasCost: string };
       // Back to the deposit exactly (at the threshold, not below): the next reservation crosses again.
       const refill = BigInt(a.maxGasCost) + BigInt(b.maxGasCost);
       await creditDeposit(t.db, { projectId: p.projectId, reference: "14601:0xdep:1", amountWei: refill });
-      const c = (await authorize(p)).json() as { authorizationId: string };
+      const c = (await authorizeMint(t, p)).json() as { authorizationId: string };
       const actualCostWei = 123_456_789n;
       await t.db.transaction((tx) =>
         billOperation(tx, {
@@ -254,7 +238,7 @@ describe("event webhooks", () => {
           amountWei: 10n ** 16n,
         });
       }
-      for (let i = 0; i < 4; i++) assert.equal((await authorize(p)).statusCode, 200);
+      for (let i = 0; i < 4; i++) assert.equal((await authorizeMint(t, p)).statusCode, 200);
       await deliverAll(p.projectId);
       receiver.releaseHeld(200);
 
@@ -339,7 +323,7 @@ describe("event webhooks", () => {
         reference: "14601:0xnone:0",
         amountWei: 10n ** 16n,
       });
-      assert.equal((await authorize(p)).statusCode, 200);
+      assert.equal((await authorizeMint(t, p)).statusCode, 200);
       const count = async () =>
         (
           await t.db.query<{ n: number }>(
@@ -357,7 +341,7 @@ describe("event webhooks", () => {
       });
       assert.equal(paused.statusCode, 200);
       assert.equal((paused.json() as { enabled: boolean }).enabled, false);
-      assert.equal((await authorize(p)).statusCode, 200);
+      assert.equal((await authorizeMint(t, p)).statusCode, 200);
       assert.equal(await count(), 0);
       await worker.drain();
       assert.equal(receiver.received.length, 0);
@@ -482,7 +466,7 @@ describe("approval webhook", () => {
     const receiver = await startReceiver({ status: 200, body: '{"approve": true}' });
     try {
       const p = await withApproval(receiver, { failMode: "closed" });
-      assert.equal((await authorize(p)).statusCode, 200);
+      assert.equal((await authorizeMint(t, p)).statusCode, 200);
       const [asked] = receiver.received;
       assert.ok(verify(p.secret, asked!.headers, asked!.body));
       const request = JSON.parse(asked!.body);
@@ -494,7 +478,7 @@ describe("approval webhook", () => {
 
       receiver.fallback = { status: 200, body: '{"approve": false, "reason": "player is banned"}' };
       const before = await tank(p.projectId);
-      const denied = await authorize(p);
+      const denied = await authorizeMint(t, p);
       assert.equal(denied.statusCode, 403);
       const problem = denied.json() as { code: string; detail: string };
       assert.equal(problem.code, "approval_denied");
@@ -522,11 +506,11 @@ describe("approval webhook", () => {
     const receiver = await startReceiver({ hold: true });
     try {
       const open = await withApproval(receiver, { failMode: "open" });
-      const granted = await authorize(open);
+      const granted = await authorizeMint(t, open);
       assert.equal(granted.statusCode, 200, granted.body);
       const closed = await withApproval(receiver, { failMode: "closed" });
       const before = await tank(closed.projectId);
-      const refused = await authorize(closed);
+      const refused = await authorizeMint(t, closed);
       assert.equal(refused.statusCode, 503, refused.body);
       assert.equal((refused.json() as { code: string }).code, "approval_unavailable");
       assert.deepEqual(await tank(closed.projectId), before);
@@ -549,10 +533,10 @@ describe("approval webhook", () => {
         { status: 200, body: '{"ok":1}' },
       ]) {
         receiver.fallback = answer;
-        const c = await authorize(closed);
+        const c = await authorizeMint(t, closed);
         assert.equal(c.statusCode, 503, JSON.stringify(answer));
         assert.equal((c.json() as { code: string }).code, "approval_unavailable");
-        assert.equal((await authorize(open)).statusCode, 200, JSON.stringify(answer));
+        assert.equal((await authorizeMint(t, open)).statusCode, 200, JSON.stringify(answer));
       }
       // Removing the webhook stops the questions at once on this instance.
       const removed = await t.request({
@@ -562,7 +546,7 @@ describe("approval webhook", () => {
       });
       assert.equal(removed.statusCode, 200);
       const asked = receiver.received.length;
-      assert.equal((await authorize(closed)).statusCode, 200);
+      assert.equal((await authorizeMint(t, closed)).statusCode, 200);
       assert.equal(receiver.received.length, asked);
     } finally {
       await receiver.close();

@@ -270,3 +270,24 @@ export async function fundedProject(
   }
   return p;
 }
+
+/** The game contract and mint selector the webhook tests allowlist and authorize against. */
+export const MINT_TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
+export const MINT_SELECTOR = "0xa0712d68";
+
+/** One call authorization of a mint, for a fresh random sender, with the project's key. */
+export function authorizeMint(t: TestApp, p: { projectId: string; apiKey: string }) {
+  return t.request({
+    method: "POST",
+    url: "/sponsor/authorize",
+    token: p.apiKey,
+    payload: {
+      projectId: p.projectId,
+      user: `0x${randomBytes(20).toString("hex")}`,
+      target: MINT_TARGET,
+      selector: MINT_SELECTOR,
+      estimatedGas: 100_000,
+      chainId: 14601,
+    },
+  });
+}
