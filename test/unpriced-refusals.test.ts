@@ -7,11 +7,9 @@
  * service's fee oracle reads a port where nothing listens.
  */
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { encodeFunctionData, numberToHex, parseAbi } from "viem";
-import { creditDeposit } from "../src/ledger/ledger.ts";
-import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+import { fundedProject, type seedProject, startTestApp, type TestApp } from "./support/app.ts";
 
 const GAME = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
 const OTHER = "0x00000000000000000000000000000000000000b0";
@@ -26,14 +24,7 @@ let p: Awaited<ReturnType<typeof seedProject>>;
 before(async () => {
   // The test app's chain RPC is http://127.0.0.1:9: nothing answers there.
   t = await startTestApp({ feeOracle: "chain" });
-  p = await seedProject(t);
-  const allow = await t.request({
-    method: "POST",
-    url: `/projects/${p.projectId}/allowlist`,
-    token: p.ownerToken,
-    payload: { targetContract: GAME, functionSelector: MINT },
-  });
-  assert.equal(allow.statusCode, 201);
+  p = await fundedProject(t, { target: GAME, selector: MINT }, 10n ** 20n);
   const rule = await t.request({
     method: "PUT",
     url: `/projects/${p.projectId}/policies/banned`,
@@ -41,11 +32,6 @@ before(async () => {
     payload: { kind: "sender_blocklist", senders: [BLOCKED] },
   });
   assert.ok([200, 201].includes(rule.statusCode), rule.body);
-  await creditDeposit(t.db, {
-    projectId: p.projectId,
-    reference: `unpriced:${randomBytes(4).toString("hex")}`,
-    amountWei: 10n ** 20n,
-  });
 });
 after(() => t.close());
 
