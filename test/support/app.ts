@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readFile, rename, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Writable } from "node:stream";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { pino } from "pino";
@@ -59,18 +64,52 @@ export async function openTestDb(): Promise<TestDb> {
   };
 }
 
-/** One migrated embedded database per test process, copied for each store (see dumpPglite). */
+/**
+ * One migrated embedded database for the whole run, copied for each store (see dumpPglite). The
+ * first test process that needs it builds it (initdb and every migration, about 3 s of CPU) and
+ * leaves it in the system's temporary folder under a name drawn from the migrations and the
+ * PGlite version; every later process, and every later run until a migration changes, loads the
+ * file instead.
+ */
 let template: Promise<Blob> | null = null;
 function migratedTemplate(): Promise<Blob> {
   template ??= (async () => {
+    const file = join(tmpdir(), `gas-sponsorship-pglite-${templateKey()}.tar`);
+    try {
+      return new Blob([await readFile(file)]);
+    } catch {
+      // Not built yet (or unreadable): build it below.
+    }
     const db = await openPglite("memory://");
     await migrate(db);
     const dump = await dumpPglite(db);
     await db.close();
+    // Written under a name of its own, then renamed: a process reading it never sees half a file.
+    const partial = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`;
+    await writeFile(partial, Buffer.from(await dump.arrayBuffer()));
+    await rename(partial, file);
     return dump;
   })();
   return template;
 }
+
+/** What the migrated template depends on: every SQL file the migrator applies, and PGlite's version. */
+function templateKey(): string {
+  const hash = createHash("sha256");
+  const pglite = new URL("../../node_modules/@electric-sql/pglite/package.json", import.meta.url);
+  hash.update(JSON.parse(readFileSync(pglite, "utf8")).version);
+  const root = fileURLToPath(new URL("../../src/db/", import.meta.url));
+  for (const dir of SQL_DIRS) {
+    const path = join(root, dir);
+    if (!existsSync(path)) continue;
+    for (const name of readdirSync(path).sort()) {
+      hash.update(`${dir}/${name}\0`);
+      hash.update(readFileSync(join(path, name)));
+    }
+  }
+  return hash.digest("hex").slice(0, 16);
+}
+const SQL_DIRS = ["migrations", "functions"];
 
 export interface TestApp {
   app: FastifyInstance;

@@ -1,0 +1,12 @@
+import { migrate } from "/work/main/src/db/migrate.ts";
+import { dumpPglite, openPglite } from "/work/main/src/db/pglite.ts";
+let t = performance.now();
+const db = await openPglite("memory://");
+console.log("open", (performance.now() - t).toFixed(0)); t = performance.now();
+await migrate(db);
+console.log("migrate", (performance.now() - t).toFixed(0)); t = performance.now();
+const dump = await dumpPglite(db);
+console.log("dump", (performance.now() - t).toFixed(0), dump.size); t = performance.now();
+await db.close();
+const db2 = await openPglite("memory://", { loadDataDir: dump });
+console.log("load", (performance.now() - t).toFixed(0)); t = performance.now();
