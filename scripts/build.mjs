@@ -1,5 +1,5 @@
 // The production build: src/ compiled by tsc into dist/ (relative `.ts` imports rewritten to
-// `.js`), with the files the server reads at run time beside the code (the SQL migrations).
+// `.js`), with the files the server reads at run time beside the code (the SQL migrations and functions).
 // dist/server.js then runs on plain Node, without tsx.
 //
 //   node scripts/build.mjs              build (exit 1 on a type error)
@@ -31,6 +31,7 @@ const STAMP = join(DIST, ".build-hash");
 /** Runtime files that are not TypeScript, copied beside the compiled code (same relative path). */
 const ASSETS = [
   { from: "src/db/migrations", ext: [".sql"] },
+  { from: "src/db/functions", ext: [".sql"] },
   // The web dashboard's static files (plain ES modules, HTML, CSS: no build step of their own).
   { from: "src/dashboard/public", ext: [".html", ".js", ".css", ".svg"] },
 ];

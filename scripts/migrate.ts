@@ -9,8 +9,10 @@ try {
   const config = loadConfig();
   const store = await openStore(config, processLogger(config.logLevel));
   try {
-    const applied = await migrate(store.db);
-    console.log(applied.length ? `applied: ${applied.join(", ")}` : "database is up to date");
+    const { migrations, functions } = await migrate(store.db);
+    if (migrations.length === 0 && functions.length === 0) console.log("database is up to date");
+    if (migrations.length > 0) console.log(`migrations applied: ${migrations.join(", ")}`);
+    if (functions.length > 0) console.log(`functions applied: ${functions.join(", ")}`);
   } finally {
     await store.close();
   }

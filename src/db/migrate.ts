@@ -1,39 +1,98 @@
+import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import type { Db } from "./db.ts";
+import type { Db, Queryable } from "./db.ts";
 
 const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations/", import.meta.url));
+const FUNCTIONS_DIR = fileURLToPath(new URL("./functions/", import.meta.url));
 // Any constant works; it only has to be the same for every instance of the service.
 const MIGRATION_LOCK_KEY = 7_146_010;
 
+export interface MigrationResult {
+  /** Migration files applied now, in order. */
+  migrations: string[];
+  /** Function files (re)applied now: new, or changed since they were last applied. */
+  functions: string[];
+}
+
 /**
- * Applies the SQL files of migrations/ in name order, each once, each in its own transaction.
- * Instances starting together serialise on an advisory lock, so re-running is always safe.
+ * Brings the store's schema up to date, in one transaction. Instances starting together
+ * serialise on an advisory lock, so re-running is always safe.
+ *
+ * - migrations/: table changes, each file applied once, in name order.
+ * - functions/: one file per database function (with the triggers that call it), each holding
+ *   the function's current definition. A file is applied when its content differs from what was
+ *   last applied (its SHA-256 is kept in schema_functions), after every pending migration, so a
+ *   function is edited in place instead of copied whole into a new migration. Function bodies
+ *   are checked when called, not when created, so the files apply in any order. Removing a
+ *   function takes a migration with its DROP FUNCTION.
  */
-export async function migrate(db: Db): Promise<string[]> {
-  const files = readdirSync(MIGRATIONS_DIR)
-    .filter((f) => f.endsWith(".sql"))
-    .sort();
+export async function migrate(db: Db): Promise<MigrationResult> {
   return db.transaction(async (tx) => {
     await tx.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY]);
-    await tx.query(
-      `CREATE TABLE IF NOT EXISTS schema_migrations (
-         version text PRIMARY KEY,
-         applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    const done = new Set(
-      (await tx.query<{ version: string }>("SELECT version FROM schema_migrations")).map((r) => r.version),
-    );
-    const applied: string[] = [];
-    for (const file of files) {
-      if (done.has(file)) continue;
-      const sql = readFileSync(MIGRATIONS_DIR + file, "utf8");
-      for (const statement of splitStatements(sql)) await tx.query(statement);
-      await tx.query("INSERT INTO schema_migrations (version) VALUES ($1)", [file]);
-      applied.push(file);
-    }
-    return applied;
+    const migrations = await applyMigrations(tx);
+    const functions = await applyFunctions(tx);
+    return { migrations, functions };
   });
+}
+
+async function applyMigrations(tx: Queryable): Promise<string[]> {
+  await tx.query(
+    `CREATE TABLE IF NOT EXISTS schema_migrations (
+       version text PRIMARY KEY,
+       applied_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  const done = new Set(
+    (await tx.query<{ version: string }>("SELECT version FROM schema_migrations")).map((r) => r.version),
+  );
+  const applied: string[] = [];
+  for (const file of sqlFiles(MIGRATIONS_DIR)) {
+    if (done.has(file)) continue;
+    await run(tx, readFileSync(MIGRATIONS_DIR + file, "utf8"));
+    await tx.query("INSERT INTO schema_migrations (version) VALUES ($1)", [file]);
+    applied.push(file);
+  }
+  return applied;
+}
+
+async function applyFunctions(tx: Queryable): Promise<string[]> {
+  await tx.query(
+    `CREATE TABLE IF NOT EXISTS schema_functions (
+       name text PRIMARY KEY,
+       sha256 text NOT NULL,
+       applied_at timestamptz NOT NULL DEFAULT now())`,
+  );
+  const current = new Map(
+    (await tx.query<{ name: string; sha256: string }>("SELECT name, sha256 FROM schema_functions")).map(
+      (r) => [r.name, r.sha256],
+    ),
+  );
+  await tx.query("SET LOCAL check_function_bodies = off");
+  const applied: string[] = [];
+  for (const file of sqlFiles(FUNCTIONS_DIR)) {
+    const sql = readFileSync(FUNCTIONS_DIR + file, "utf8");
+    const sha256 = createHash("sha256").update(sql).digest("hex");
+    if (current.get(file) === sha256) continue;
+    await run(tx, sql);
+    await tx.query(
+      `INSERT INTO schema_functions (name, sha256) VALUES ($1, $2)
+       ON CONFLICT (name) DO UPDATE SET sha256 = EXCLUDED.sha256, applied_at = now()`,
+      [file, sha256],
+    );
+    applied.push(file);
+  }
+  await tx.query("SET LOCAL check_function_bodies = on");
+  return applied;
+}
+
+function sqlFiles(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".sql"))
+    .sort();
+}
+
+async function run(tx: Queryable, sql: string): Promise<void> {
+  for (const statement of splitStatements(sql)) await tx.query(statement);
 }
 
 /** Splits on `;` at line ends, leaving dollar-quoted function bodies whole. */

@@ -45,7 +45,7 @@ export type ReserveOutcome =
   | { kind: "daily_cap_exceeded"; ruleId: typeof DAILY_CAP_RULE_ID }
   | { kind: PolicyRefusal; ruleId: string };
 
-/** The refusals of the project's policies (migrations/008_policies.sql), each naming its rule. */
+/** The refusals of the project's policies (db/functions/reserve_sponsorships.sql), each naming its rule. */
 export const POLICY_REFUSALS = [
   "sender_blocked",
   "sender_not_allowed",
@@ -61,7 +61,7 @@ export const DAILY_CAP_RULE_ID = "daily_cap";
 
 /**
  * Reserves for several authorizations of one project in a single statement, each decided on its
- * own (see migrations/002_reserve.sql). Outcomes come back in the order of `items`.
+ * own (see db/functions/reserve_sponsorships.sql). Outcomes come back in the order of `items`.
  */
 export async function reserveMany(
   db: Queryable,
@@ -349,7 +349,7 @@ async function giveBackDailyUsage(tx: Queryable, projectId: string, day: string,
 }
 
 /**
- * Gives back to the policy windows an authorization was counted in (migrations/008): settlement
+ * Gives back to the policy windows an authorization was counted in (db/functions/policy_usage_adjust.sql): settlement
  * gives back the unspent part of the reservation, a release the reservation and its operation.
  * Negative amounts count again. Nothing to do for projects without caps.
  */

@@ -1,7 +1,7 @@
 /**
  * Sponsorship policies (issue 11): what a rule is, and whether a rule sent by a client makes
  * sense for its kind and beside the project's other rules. Pure: no I/O, no clock. The rules are
- * enforced in SQL, inside the reservation (migrations/008_policies.sql); this module decides
+ * enforced in SQL, inside the reservation (db/functions/reserve_sponsorships.sql); this module decides
  * only what may be stored.
  */
 import { getAddress, isAddress } from "viem";

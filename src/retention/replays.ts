@@ -6,7 +6,7 @@ export const REPLAY_RETENTION_MS = 24 * 3_600_000;
 /**
  * Forgets the replay of at most `batchSize` authorizations whose 24 hours are over: the stored
  * response, the request digest and the nonce itself, so the nonce is free again, exactly as the
- * reservation treats an expired nonce (migrations/008). The rows are taken with SKIP LOCKED, so
+ * reservation treats an expired nonce (db/functions/reserve_sponsorships.sql). The rows are taken with SKIP LOCKED, so
  * instances running this together share the work and never wait on each other or on a
  * settlement holding a row. Returns how many rows it cleared: fewer than `batchSize` means done.
  */

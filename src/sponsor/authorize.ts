@@ -5,7 +5,7 @@
  * Order: the pure quote (chain, fee ceilings, window), the sender's code (sender-code.ts: cached,
  * so off the hot path after a sender's first request), then signing, then one round trip to the
  * database that replays an idempotent request or checks the allowlist, the project's policies,
- * the tank and the daily cap and reserves (ledger/ledger.ts, migrations/008). The signature is made before that round trip
+ * the tank and the daily cap and reserves (ledger/ledger.ts, db/functions/reserve_sponsorships.sql). The signature is made before that round trip
  * because the stored response of an idempotent request must be the signed one; a refused
  * request's signature never leaves the process.
  */

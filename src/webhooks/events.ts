@@ -1,7 +1,7 @@
 /**
  * The event types a webhook endpoint can subscribe to. Each is written to event_outbox in the
- * transaction of the change it reports (migrations/009_webhooks.sql; `cap.reached` by the
- * policies' reservation, migrations/008). The README documents each payload.
+ * transaction of the change it reports (the `*_emit_*` triggers in db/functions/; `cap.reached`
+ * by the policies' reservation, db/functions/policy_cap_reached.sql). The README documents each payload.
  */
 export const EVENT_TYPES = [
   "sponsorship.sponsored",

@@ -90,14 +90,6 @@ CREATE TABLE ledger_entries (
 );
 CREATE INDEX ledger_entries_by_project ON ledger_entries (project_id);
 
--- The ledger is append-only: the database itself refuses to rewrite history.
-CREATE FUNCTION ledger_entries_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  RAISE EXCEPTION 'ledger_entries is append-only';
-END $$;
-CREATE TRIGGER ledger_entries_no_update BEFORE UPDATE OR DELETE ON ledger_entries
-  FOR EACH ROW EXECUTE FUNCTION ledger_entries_append_only();
-
 CREATE TABLE sponsorships (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   auth_id text NOT NULL UNIQUE CHECK (auth_id ~ '^0x[0-9a-f]{64}$'),

@@ -13,10 +13,3 @@ CREATE TABLE event_outbox (
 );
 
 CREATE INDEX event_outbox_project ON event_outbox (project_id, id);
-
--- The one way SQL writes an event, so that every writer (reservations, settlement, credits,
--- triggers) produces the same row.
-CREATE FUNCTION emit_event(p_project text, p_type text, p_payload jsonb) RETURNS void
-LANGUAGE sql AS $$
-  INSERT INTO event_outbox (project_id, type, payload) VALUES (p_project, p_type, p_payload);
-$$;

@@ -1,0 +1,210 @@
+-- Reservations for one project, in one statement and one round trip. Concurrent authorizations of a
+-- project arrive here together (see ledger/batcher.ts), so the project's row is locked and its
+-- commit flushed once per batch: that row is the one thing every authorization of a project must
+-- serialise on.
+--
+-- Each item is decided on its own, in order, under the project's row lock, in the order of
+-- DESIGN.md (403 before 402): an idempotent replay; the allowlist, the sender block/allow lists,
+-- the campaign, the operation's cost, the per-sender caps; then the tank (never below zero), the
+-- daily cap and the project-wide caps. A refusal names its rule (refused_by) and leaves no trace;
+-- nothing raises, so one item never undoes another. The grants are written with one INSERT per
+-- table, so the statement-level triggers on sponsorships run once per batch; a nonce used twice in
+-- one batch is a replay of its first use. With p_dry the same decisions are made and nothing is
+-- written or locked: the dry run and the ERC-7677 stub. A project without policies pays one
+-- indexed lookup per batch (v_rules stays NULL).
+CREATE OR REPLACE FUNCTION reserve_sponsorships(p_project text, p_items jsonb, p_now timestamptz, p_dry boolean DEFAULT false)
+RETURNS TABLE (idx integer, outcome text, stored_digest text, stored_response text, call_index integer, refused_by text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_balance numeric;
+  v_cap numeric;
+  v_spent numeric;
+  v_taken numeric := 0;
+  v_day date := (p_now AT TIME ZONE 'UTC')::date;
+  v_digest text;
+  v_response text;
+  v_missing integer;
+  v_rules policy_rules[];
+  r policy_rules;
+  v_static text;
+  v_static_rule text;
+  v_sender_rule policy_rules;
+  v_project_rule policy_rules;
+  v_subject text;
+  v_ws timestamptz;
+  v_used numeric;
+  v_ops bigint;
+  v_reached timestamptz;
+  v_counted jsonb;
+  v_created timestamptz;
+  -- The batch's grants, written together after the loop; and its nonces, so that a nonce used
+  -- twice in one batch is a replay of the first use, as it is across batches.
+  v_grants jsonb := '[]'::jsonb;
+  v_batch_nonces jsonb := '{}'::jsonb;
+  v_seq bigint;
+  it record;
+BEGIN
+  IF p_dry THEN
+    SELECT gas_tank_balance, daily_cap INTO v_balance, v_cap FROM projects WHERE id = p_project;
+  ELSE
+    SELECT gas_tank_balance, daily_cap, sponsorships_seq INTO v_balance, v_cap, v_seq
+      FROM projects WHERE id = p_project FOR UPDATE;
+  END IF;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT x.idx, 'insufficient_balance'::text, NULL::text, NULL::text, NULL::integer, NULL::text
+      FROM jsonb_to_recordset(p_items) AS x(idx integer);
+    RETURN;
+  END IF;
+  SELECT spent INTO v_spent FROM daily_usage WHERE project_id = p_project AND day = v_day;
+  v_spent := COALESCE(v_spent, 0);
+  SELECT array_agg(pr ORDER BY pr.id) INTO v_rules FROM policy_rules pr WHERE pr.project_id = p_project;
+
+  FOR it IN SELECT * FROM jsonb_to_recordset(p_items) AS x(
+      idx integer, nonce text, digest text, auth_id text, key_id bigint, chain_id integer, sender text,
+      target text, selector text, gas bigint, cost numeric, max_fee numeric, max_priority_fee numeric,
+      paymaster text, valid_after bigint, valid_until bigint, response text, mode text, calls jsonb)
+  LOOP
+    IF it.nonce IS NOT NULL AND NOT p_dry THEN
+      IF v_batch_nonces ? it.nonce THEN
+        idx := it.idx; outcome := 'replay';
+        stored_digest := v_batch_nonces -> it.nonce ->> 'digest';
+        stored_response := v_batch_nonces -> it.nonce ->> 'response';
+        call_index := NULL; refused_by := NULL;
+        RETURN NEXT;
+        CONTINUE;
+      END IF;
+      SELECT s.request_digest, s.response, s.created_at INTO v_digest, v_response, v_created FROM sponsorships s
+        WHERE s.project_id = p_project AND s.client_nonce = it.nonce;
+      IF FOUND AND v_created >= p_now - interval '24 hours' THEN
+        idx := it.idx; outcome := 'replay'; stored_digest := v_digest; stored_response := v_response;
+        call_index := NULL; refused_by := NULL;
+        RETURN NEXT;
+        CONTINUE;
+      ELSIF FOUND THEN
+        -- A nonce is remembered for 24 hours; after that it is free to be used again (the
+        -- retention job forgets old nonces too; this covers the time until it has run).
+        UPDATE sponsorships SET client_nonce = NULL WHERE project_id = p_project AND client_nonce = it.nonce;
+      END IF;
+    END IF;
+
+    -- Every call must be allowlisted: the first one that is not is named in the refusal.
+    SELECT min(c.ord - 1)::integer INTO v_missing
+      FROM ROWS FROM (jsonb_to_recordset(COALESCE(it.calls, jsonb_build_array(jsonb_build_object(
+          'target', it.target, 'selector', it.selector)))) AS (target text, selector text))
+        WITH ORDINALITY AS c(target, selector, ord)
+      WHERE NOT EXISTS (SELECT 1 FROM allowlist_entries a
+        WHERE a.project_id = p_project AND a.target_contract = c.target AND a.function_selector = c.selector
+          AND a.enabled);
+    idx := it.idx; stored_digest := NULL; stored_response := NULL; call_index := v_missing; refused_by := NULL;
+
+    -- The policies: the first refusing rule of each group, read without writing anything.
+    v_static := NULL; v_static_rule := NULL; v_sender_rule := NULL; v_project_rule := NULL;
+    IF v_rules IS NOT NULL THEN
+      FOREACH r IN ARRAY v_rules LOOP
+        IF v_static IS NULL THEN
+          IF r.kind = 'sender_blocklist' AND it.sender = ANY (r.senders) THEN
+            v_static := 'sender_blocked'; v_static_rule := r.id;
+          ELSIF r.kind = 'sender_allowlist' AND NOT (it.sender = ANY (r.senders)) THEN
+            v_static := 'sender_not_allowed'; v_static_rule := r.id;
+          ELSIF r.kind = 'campaign' AND ((r.starts_at IS NOT NULL AND p_now < r.starts_at)
+              OR (r.ends_at IS NOT NULL AND p_now >= r.ends_at)) THEN
+            v_static := 'campaign_not_active'; v_static_rule := r.id;
+          ELSIF r.kind = 'operation_cost_cap' AND it.cost > r.max_wei THEN
+            v_static := 'operation_cost_exceeded'; v_static_rule := r.id;
+          END IF;
+        END IF;
+        IF r.window_kind IS NOT NULL THEN
+          v_subject := CASE WHEN r.kind LIKE 'sender_%' THEN it.sender ELSE '*' END;
+          v_ws := policy_window_start(r.window_kind, r.window_seconds, p_now);
+          SELECT u.spent, u.ops INTO v_used, v_ops FROM policy_usage u
+            WHERE u.project_id = p_project AND u.rule_id = r.id AND u.subject = v_subject AND u.window_start = v_ws;
+          IF (r.max_wei IS NOT NULL AND COALESCE(v_used, 0) + it.cost > r.max_wei)
+              OR (r.max_operations IS NOT NULL AND COALESCE(v_ops, 0) + 1 > r.max_operations) THEN
+            IF v_subject = '*' AND v_project_rule.id IS NULL THEN
+              v_project_rule := r;
+            ELSIF v_subject <> '*' AND v_sender_rule.id IS NULL THEN
+              v_sender_rule := r;
+            END IF;
+          END IF;
+        END IF;
+      END LOOP;
+    END IF;
+
+    IF v_missing IS NOT NULL THEN
+      outcome := 'not_allowlisted';
+    ELSIF v_static IS NOT NULL THEN
+      outcome := v_static; refused_by := v_static_rule;
+    ELSIF v_sender_rule.id IS NOT NULL THEN
+      outcome := 'sender_cap_exceeded'; refused_by := v_sender_rule.id;
+      IF NOT p_dry THEN PERFORM policy_cap_refused(p_project, v_sender_rule, it.sender, p_now); END IF;
+    ELSIF v_balance - v_taken < it.cost THEN
+      outcome := 'insufficient_balance';
+    ELSIF v_cap IS NOT NULL AND v_spent + it.cost > v_cap THEN
+      outcome := 'daily_cap_exceeded'; refused_by := 'daily_cap';
+    ELSIF v_project_rule.id IS NOT NULL THEN
+      outcome := 'project_cap_exceeded'; refused_by := v_project_rule.id;
+      IF NOT p_dry THEN PERFORM policy_cap_refused(p_project, v_project_rule, '*', p_now); END IF;
+    ELSIF p_dry THEN
+      outcome := 'reserved';
+    ELSE
+      v_counted := NULL;
+      IF v_rules IS NOT NULL THEN
+        FOREACH r IN ARRAY v_rules LOOP
+          CONTINUE WHEN r.window_kind IS NULL;
+          v_subject := CASE WHEN r.kind LIKE 'sender_%' THEN it.sender ELSE '*' END;
+          v_ws := policy_window_start(r.window_kind, r.window_seconds, p_now);
+          INSERT INTO policy_usage AS u (project_id, rule_id, subject, window_start, spent, ops)
+            VALUES (p_project, r.id, v_subject, v_ws, it.cost, 1)
+            ON CONFLICT (project_id, rule_id, subject, window_start)
+              DO UPDATE SET spent = u.spent + EXCLUDED.spent, ops = u.ops + 1
+            RETURNING u.spent, u.ops, u.reached_at INTO v_used, v_ops, v_reached;
+          IF v_reached IS NULL AND (v_used >= r.max_wei OR v_ops >= r.max_operations) THEN
+            PERFORM policy_cap_reached(p_project, r, v_subject, v_ws, v_used, v_ops, p_now);
+          END IF;
+          v_counted := COALESCE(v_counted, '[]'::jsonb)
+            || jsonb_build_object('rule', r.id, 'subject', v_subject, 'window_start', v_ws);
+        END LOOP;
+      END IF;
+      v_grants := v_grants || jsonb_build_array(to_jsonb(it) || jsonb_build_object('counted', v_counted));
+      IF it.nonce IS NOT NULL THEN
+        v_batch_nonces := v_batch_nonces
+          || jsonb_build_object(it.nonce, jsonb_build_object('digest', it.digest, 'response', it.response));
+      END IF;
+      v_taken := v_taken + it.cost;
+      v_spent := v_spent + it.cost;
+      outcome := 'reserved';
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+
+  -- One statement each for the batch's authorizations and ledger entries: the statement-level
+  -- triggers on sponsorships (rollups, the sponsored event) then run once per batch.
+  IF jsonb_array_length(v_grants) > 0 THEN
+    INSERT INTO sponsorships (auth_id, project_id, api_key_id, chain_id, sender, target, selector,
+        estimated_gas, max_gas_cost, max_fee_per_gas, max_priority_fee_per_gas, paymaster,
+        valid_after, valid_until, client_nonce, request_digest, response, created_at, mode, calls,
+        policy_usage, seq)
+      SELECT g.auth_id, p_project, g.key_id, g.chain_id, g.sender, g.target, g.selector,
+          g.gas, g.cost, g.max_fee, g.max_priority_fee, g.paymaster,
+          g.valid_after, g.valid_until, g.nonce, g.digest, g.response, p_now,
+          COALESCE(g.mode, 'call'), g.calls, g.counted, v_seq + row_number() OVER (ORDER BY g.idx)
+        FROM jsonb_to_recordset(v_grants) AS g(idx integer, nonce text, digest text, auth_id text,
+          key_id bigint, chain_id integer, sender text, target text, selector text, gas bigint,
+          cost numeric, max_fee numeric, max_priority_fee numeric, paymaster text, valid_after bigint,
+          valid_until bigint, response text, mode text, calls jsonb, counted jsonb)
+        ORDER BY g.idx;
+    INSERT INTO ledger_entries (project_id, kind, amount, reference)
+      SELECT p_project, 'reserve', -g.cost, g.auth_id
+        FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text, cost numeric)
+        ORDER BY g.idx;
+    -- One update of the project's row per batch: its sequence number and its balance.
+    UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants),
+        gas_tank_balance = gas_tank_balance - v_taken
+      WHERE id = p_project;
+  END IF;
+
+  IF v_taken > 0 THEN
+    INSERT INTO daily_usage AS u (project_id, day, spent) VALUES (p_project, v_day, v_taken)
+      ON CONFLICT (project_id, day) DO UPDATE SET spent = u.spent + EXCLUDED.spent;
+  END IF;
+END $$;

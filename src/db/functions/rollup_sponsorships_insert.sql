@@ -1,0 +1,22 @@
+-- A reservation inserts pending rows, which count in two places only: the totals' pending and
+-- the day's authorized. That common case takes two upserts and nothing else (it runs once per
+-- reservation, on authorize's path); anything else takes the general path. The project's row is
+-- already locked by the reservation, which takes it first.
+CREATE OR REPLACE FUNCTION rollup_sponsorships_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status <> 'pending') THEN
+    INSERT INTO rollup_project_totals AS t (project_id, pending)
+      SELECT project_id, count(*) FROM new_rows GROUP BY project_id ORDER BY project_id
+    ON CONFLICT (project_id) DO UPDATE SET pending = t.pending + EXCLUDED.pending;
+    INSERT INTO rollup_project_days AS t (project_id, day, authorized)
+      SELECT project_id, (created_at AT TIME ZONE 'UTC')::date, count(*) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (project_id, day) DO UPDATE SET authorized = t.authorized + EXCLUDED.authorized;
+    RETURN NULL;
+  END IF;
+  PERFORM rollup_apply(ARRAY(SELECT ROW(1, n.project_id, n.status, n.created_at, n.settled_at, n.sender,
+      n.target, n.actual_gas, n.actual_gas_cost)::rollup_delta FROM new_rows n));
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER sponsorships_rollup_insert AFTER INSERT ON sponsorships
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION rollup_sponsorships_insert();

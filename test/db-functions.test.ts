@@ -1,0 +1,90 @@
+/**
+ * Database functions live one per file in src/db/functions/ and are re-applied when a file
+ * changes; migrations hold table changes only, so no function body is ever copied into a new
+ * migration.
+ */
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { after, before, describe, it } from "node:test";
+import { migrate } from "../src/db/migrate.ts";
+import { openTestDb, type TestDb } from "./support/app.ts";
+
+const DB_DIR = new URL("../src/db/", import.meta.url);
+const sqlFiles = (dir: string) =>
+  readdirSync(new URL(dir, DB_DIR))
+    .filter((f) => f.endsWith(".sql"))
+    .sort();
+const read = (dir: string, file: string) =>
+  readFileSync(new URL(`${dir}${file}`, DB_DIR), "utf8")
+    .split("\n")
+    .filter((line) => !/^\s*--/.test(line))
+    .join("\n");
+
+describe("database functions in files of their own", () => {
+  it("no migration defines a function or a trigger", () => {
+    for (const file of sqlFiles("migrations/")) {
+      const sql = read("migrations/", file);
+      assert.doesNotMatch(sql, /CREATE\s+(OR\s+REPLACE\s+)?(FUNCTION|TRIGGER|PROCEDURE)/i, file);
+    }
+  });
+
+  it("each file defines the function it is named after, and only triggers that call it", () => {
+    const files = sqlFiles("functions/");
+    assert.ok(files.length > 20, "the functions are there");
+    for (const file of files) {
+      const name = file.replace(/\.sql$/, "");
+      const sql = read("functions/", file);
+      const functions = [...sql.matchAll(/CREATE\s+OR\s+REPLACE\s+FUNCTION\s+([a-z_0-9]+)/gi)].map(
+        (m) => m[1],
+      );
+      assert.deepEqual(functions, [name], `${file} defines ${name} alone, with CREATE OR REPLACE`);
+      assert.doesNotMatch(sql, /CREATE\s+FUNCTION/i, file);
+      for (const trigger of sql.matchAll(
+        /CREATE\s+(OR\s+REPLACE\s+)?TRIGGER[\s\S]*?EXECUTE\s+FUNCTION\s+([a-z_0-9]+)/gi,
+      )) {
+        assert.ok(trigger[1], `${file}: a trigger is created with CREATE OR REPLACE`);
+        assert.equal(trigger[2], name, `${file}: its triggers call ${name}`);
+      }
+    }
+  });
+});
+
+describe("the migrator and the function files", () => {
+  let store: TestDb;
+  before(async () => {
+    store = await openTestDb();
+  });
+  after(async () => {
+    await store.drop();
+  });
+
+  it("a migrated store applies nothing again", async () => {
+    assert.deepEqual(await migrate(store.db), { migrations: [], functions: [] });
+  });
+
+  it("a function file whose content changed is applied again, alone", async () => {
+    // What the store holds for one file no longer matches it, as after an edit of the file.
+    await store.db.query("UPDATE schema_functions SET sha256 = 'stale' WHERE name = 'emit_event.sql'");
+    await store.db.query("DROP FUNCTION emit_event(text, text, jsonb)");
+    assert.deepEqual(await migrate(store.db), { migrations: [], functions: ["emit_event.sql"] });
+    const [row] = await store.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_proc WHERE proname = 'emit_event' AND pronamespace = current_schema()::regnamespace",
+    );
+    assert.equal(row?.n, 1, "the function is back");
+  });
+
+  it("every function file is recorded with its digest, and every function the files define exists", async () => {
+    const rows = await store.db.query<{ name: string }>("SELECT name FROM schema_functions ORDER BY name");
+    assert.deepEqual(
+      rows.map((r) => r.name),
+      sqlFiles("functions/"),
+    );
+    const defined = await store.db.query<{ proname: string }>(
+      "SELECT proname FROM pg_proc WHERE pronamespace = current_schema()::regnamespace ORDER BY proname",
+    );
+    assert.deepEqual(
+      defined.map((r) => r.proname),
+      sqlFiles("functions/").map((f) => f.replace(/\.sql$/, "")),
+    );
+  });
+});
