@@ -6,7 +6,7 @@
  *
  * The slots come from the CLI's own definition (COMMANDS, FLAGS, CONNECTION_FLAGS in
  * src/operator/args.ts), so a flag added there is covered without touching this file. The whole
- * matrix runs in process through runCli, the function scripts/paymaster.ts calls; every slot runs
+ * matrix runs in process through runCli, the function src/operator/main.ts calls; every slot runs
  * once more as a child process of the real script with a private key, the case that was reported.
  * No chain is needed: every refusal comes before anything is read (the RPC is a closed port).
  */
@@ -180,7 +180,7 @@ describe("the operator CLI never prints a secret typed in the wrong place", () =
     assert.ok(runs > 300, `${runs} runs`);
   });
 
-  test("as a child process of scripts/paymaster.ts: the secrets across the process boundary exit 2, nothing echoed", async () => {
+  test("as a child process (dist/operator/main.js): the secrets across the process boundary exit 2, nothing echoed", async () => {
     // The in-process test above covers every slot; here, what the process itself prints and its
     // exit code, once per kind of secret (each run is a node start-up with tsx, ~2 s).
     const secret = SECRETS["a private key"]!;

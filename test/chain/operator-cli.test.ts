@@ -1,6 +1,6 @@
 /**
  * The operator CLI (`npm run paymaster -- …`) end to end: each command runs as a child process
- * (node + tsx, scripts/paymaster.ts) against anvil with the real EntryPoints v0.7 and v0.8, and the
+ * (the compiled entry point, dist/operator/main.js) against anvil with the real EntryPoints v0.7 and v0.8, and the
  * test reads the chain after each one. It deploys both builds, funds and stakes them, checks a
  * healthy and a broken deployment, changes and rotates the signer, withdraws, and takes the stake
  * back; every expected failure is one line with a non-zero status, and the operator's key never

@@ -2,7 +2,7 @@
  * Readiness and the metrics see the paymasters' stakes (issue 20): after `unlock-stake` public
  * bundlers refuse every operation the service signs, and until then nothing said so. On anvil with
  * the real EntryPoints v0.7 and v0.8; the stakes are moved only with the operator CLI's own
- * commands, run as child processes (scripts/paymaster.ts) with the owner's key. The service
+ * commands, run as child processes (dist/operator/main.js) with the owner's key. The service
  * requires 1 S of stake and a day's unstake delay (CHAIN_14601_PAYMASTER_MIN_*), which the
  * devnet's paymasters start with.
  */

@@ -1,14 +1,15 @@
 /**
- * `npm run paymaster -- <args>` as a child process (node + tsx, scripts/paymaster.ts): the real
- * entry point, its exit status and both streams. The environment is only what the caller gives
- * (and PATH), so a test states every setting the command reads.
+ * The operator CLI as a child process: the compiled entry point (`node dist/operator/main.js`,
+ * what `npm run paymaster -- <args>` runs after bringing the build up to date), its exit status
+ * and both streams. The environment is only what the caller gives (and PATH), so a test states
+ * every setting the command reads.
  */
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { ensureBuilt, REPO_ROOT } from "./server-process.ts";
 
-const ROOT = new URL("../../", import.meta.url).pathname;
-const SCRIPT = join(ROOT, "scripts", "paymaster.ts");
+const ENTRY = join(REPO_ROOT, "dist", "operator", "main.js");
 
 export interface CliRun {
   status: number;
@@ -18,17 +19,19 @@ export interface CliRun {
   last: string;
 }
 
+let built = false;
+
 export async function runPaymasterCli(args: string[], env: Record<string, string>): Promise<CliRun> {
+  if (!built) {
+    ensureBuilt();
+    built = true;
+  }
   let result: Omit<CliRun, "last">;
   try {
-    const { stdout, stderr } = await promisify(execFile)(
-      process.execPath,
-      ["--import", "tsx", SCRIPT, ...args],
-      {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? "", ...env },
-      },
-    );
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [ENTRY, ...args], {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH ?? "", ...env },
+    });
     result = { status: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
