@@ -189,6 +189,11 @@ const ROUTES: RouteCase[] = [
     expect: PUBLIC,
   },
   {
+    name: "GET /webhooks/event-types",
+    request: () => ({ method: "GET", url: "/webhooks/event-types" }),
+    expect: PUBLIC,
+  },
+  {
     name: "GET /blockchain/chains/:chainId/parity",
     request: () => ({ method: "GET", url: "/blockchain/chains/14601/parity" }),
     expect: row([403, 403, 403, 403, 200, 403, 403, 403, 401]),

@@ -204,6 +204,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     errors: ["forbidden"],
   },
   // Webhooks (src/webhooks/).
+  "GET /webhooks/event-types": { operationId: "listWebhookEventTypes", access: "public", noDatabase: true },
   "GET /projects/:id/webhooks": {
     operationId: "listWebhooks",
     summary: "The project's event endpoints (never their secrets)",

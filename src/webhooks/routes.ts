@@ -12,7 +12,7 @@ import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { bearer, NullableTimestamp, responses, Timestamp, Wei } from "../http/schemas.ts";
 import { listDeliveries, redeliver } from "./deliveries.ts";
 import { type PrivateTargets, refusedTarget } from "./egress.ts";
-import { ALL_EVENTS, EVENT_TYPES } from "./events.ts";
+import { ALL_EVENTS, EVENT_TYPES, EVENTS } from "./events.ts";
 import { generateSecret } from "./signing.ts";
 import {
   createEndpoint,
@@ -113,6 +113,33 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
     if (!endpoint) throw notFound("webhook endpoint");
     return endpoint;
   };
+
+  // Reference data: what each event type reports and its payload's JSON Schema (the registry in
+  // events.ts). The dashboard's subscription form reads its list from here.
+  const eventTypes = EVENT_TYPES.map((type) => ({
+    type,
+    description: EVENTS[type].description,
+    payload: EVENTS[type].payload,
+  }));
+  app.get(
+    "/webhooks/event-types",
+    {
+      schema: {
+        tags,
+        summary: "The webhook event types, each with its payload's JSON Schema",
+        response: responses({
+          200: Type.Array(
+            Type.Object({
+              type: Type.String(),
+              description: Type.String(),
+              payload: Type.Unknown({ description: "JSON Schema of the event's `data`" }),
+            }),
+          ),
+        }),
+      },
+    },
+    async () => eventTypes,
+  );
 
   app.get(
     "/projects/:id/webhooks",

@@ -8,12 +8,10 @@
  * is not the plan's, is never signed.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { promisify } from "node:util";
 import { HDKey } from "@scure/bip32";
 import { type Address, encodeFunctionData, type Hex, parseEther } from "viem";
 import { hdKeyToAccount } from "viem/accounts";
@@ -24,10 +22,8 @@ import type { SignedSweep, SweepPlan } from "../../src/operator/sweep.ts";
 import { type DevChain, startChain } from "../support/chain/anvil.ts";
 import { type DevnetStack, deployStack } from "../support/chain/devnet.ts";
 import { paymasterDeposit } from "../support/chain-service.ts";
+import { runPaymasterCli } from "../support/operator-cli.ts";
 import { randomAccount } from "../support/userop.ts";
-
-const ROOT = new URL("../../", import.meta.url).pathname;
-const SCRIPT = join(ROOT, "scripts", "paymaster.ts");
 
 /** The key holder's seed; the service and the plan only ever see the account-level xpub. */
 const master = HDKey.fromMasterSeed(
@@ -69,21 +65,9 @@ const env = (extra: Record<string, string> = {}) => ({
   ...extra,
 });
 
-async function paymasterCli(args: string[], extraEnv: Record<string, string> = {}) {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(
-      process.execPath,
-      ["--import", "tsx", SCRIPT, ...args],
-      {
-        cwd: ROOT,
-        env: env(extraEnv),
-      },
-    );
-    return { status: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { status: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+/** The CLI as a child process (the compiled entry point, test/support/operator-cli.ts). */
+function paymasterCli(args: string[], extraEnv: Record<string, string> = {}) {
+  return runPaymasterCli(args, env(extraEnv));
 }
 
 async function inProcess(args: string[], extraEnv: Record<string, string> = {}) {

@@ -22,6 +22,7 @@ import { type LocalIssuer, localIssuer } from "../../src/identity/tokens.ts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
 import { ZERO_HASH } from "../../src/paymaster/layout.ts";
 import { wireServices } from "../../src/services.ts";
+import { assertEventsMatchRegistry } from "./events.ts";
 import { responseValidator } from "./openapi.ts";
 
 /** A fixed paymaster address for tests that sign but never go on chain. */
@@ -230,15 +231,20 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       return t;
     },
     async close() {
-      await app.close();
-      await wired.close();
+      try {
+        await app.close();
+        await wired.close();
+        // Every event this test caused matches the registry's payload types (test/support/events.ts).
+        if (ownDb) await assertEventsMatchRegistry(testDb.db);
+      } finally {
+        if (ownDb) await ownDb.drop();
+      }
       const leaked = [...secrets].filter((s) => logs.some((line) => line.includes(s)));
       assert.deepEqual(
         leaked.map((s) => `${s.slice(0, 8)}…`),
         [],
         "a secret reached the logs",
       );
-      if (ownDb) await ownDb.drop();
     },
   };
 }

@@ -18,20 +18,13 @@ import {
   time,
 } from "./ui.js";
 
-const EVENT_TYPES = [
-  "sponsorship.sponsored",
-  "sponsorship.settled",
-  "sponsorship.expired",
-  "sponsorship.settlement_reversed",
-  "deposit.credited",
-  "balance.low",
-  "cap.reached",
-  "spend.unattributed",
-];
-
 export async function render(ctx) {
   const id = ctx.projectId;
-  const endpoints = await get(`/projects/${seg(id)}/webhooks`);
+  // The event types, each with what it reports, come from the service's registry.
+  const [endpoints, eventTypes] = await Promise.all([
+    get(`/projects/${seg(id)}/webhooks`),
+    get("/webhooks/event-types"),
+  ]);
   const reveal = h("div", { class: "reveal", hidden: true, tabindex: "-1" });
   const showSecret = (secret, what) => {
     reveal.replaceChildren(
@@ -64,8 +57,13 @@ export async function render(ctx) {
       h("input", { type: "checkbox", name: "type-*", value: "*", checked: true }),
       "every event (*)",
     ),
-    EVENT_TYPES.map((t) =>
-      h("label", { class: "check" }, h("input", { type: "checkbox", name: `type-${t}`, value: t }), t),
+    eventTypes.map(({ type, description }) =>
+      h(
+        "label",
+        { class: "check", title: description },
+        h("input", { type: "checkbox", name: `type-${type}`, value: type }),
+        type,
+      ),
     ),
   );
   const create = form(

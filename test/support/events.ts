@@ -1,0 +1,42 @@
+/**
+ * Holds the events a store has written to the registry of src/webhooks/events.ts: each event's
+ * type must be registered and its payload must match that type's schema, key for key. Test apps
+ * run it on their own store when they close, so every event any test causes is checked.
+ */
+import assert from "node:assert/strict";
+import AjvModule from "ajv";
+import formatsModule from "ajv-formats";
+import type { Db } from "../../src/db/db.ts";
+import { EVENTS, type EventType } from "../../src/webhooks/events.ts";
+
+const Ajv = AjvModule.default;
+const addFormats = formatsModule.default;
+
+let validators: Map<string, ReturnType<InstanceType<typeof Ajv>["compile"]>> | null = null;
+function validatorFor(type: string) {
+  if (!validators) {
+    const ajv = new Ajv({ strict: false, allErrors: true });
+    addFormats(ajv);
+    validators = new Map(Object.entries(EVENTS).map(([t, e]) => [t, ajv.compile(e.payload)]));
+  }
+  return validators.get(type);
+}
+
+/** Asserts that every event in the store is of a registered type, with a payload of that type. */
+export async function assertEventsMatchRegistry(db: Db): Promise<Set<EventType>> {
+  const rows = await db.query<{ type: string; payload: unknown }>(
+    "SELECT type, payload FROM event_outbox ORDER BY id",
+  );
+  const seen = new Set<EventType>();
+  for (const row of rows) {
+    const validate = validatorFor(row.type);
+    assert.ok(validate, `event type ${row.type} is not in the registry (src/webhooks/events.ts)`);
+    const payload = typeof row.payload === "string" ? JSON.parse(row.payload) : row.payload;
+    assert.ok(
+      validate(payload),
+      `a ${row.type} event does not match its payload type: ${JSON.stringify(validate.errors)}\n${JSON.stringify(payload)}`,
+    );
+    seen.add(row.type as EventType);
+  }
+  return seen;
+}
