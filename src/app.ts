@@ -28,7 +28,7 @@ import { orgRoutes } from "./orgs/routes.ts";
 import { policyRoutes } from "./policies/routes.ts";
 import { projectRoutes } from "./projects/routes.ts";
 import { rpcRoutes } from "./rpc/routes.ts";
-import { stripUrlKey } from "./rpc/url-key.ts";
+import { stripUrlKey } from "./identity/url-key.ts";
 import { settlementRoutes } from "./settlement/routes.ts";
 import { sponsorRoutes } from "./sponsor/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";

@@ -6,6 +6,7 @@ import { ApiError, rateLimited } from "../http/problem.ts";
 import type { RateLimitRefusal } from "../rate-limits/limiter.ts";
 import { resolveDeveloper } from "./developers.ts";
 import type { Principal } from "./principal.ts";
+import { urlKeyOf } from "./url-key.ts";
 
 const MAX_CREDENTIAL_LENGTH = 8192;
 
@@ -23,32 +24,61 @@ const MAX_CREDENTIAL_LENGTH = 8192;
  */
 export function installAuthentication(app: FastifyInstance, services: Services) {
   app.decorateRequest("principal", null);
+  // Most routes authenticate before the body is read; a route that answers every failure in its
+  // own protocol (JSON-RPC at /rpc, which needs the request's id) asks for it after (preHandler),
+  // through the same code, and its error handler maps the refusals.
   app.addHook("onRequest", async (request) => {
-    // A route that speaks another protocol (JSON-RPC at /rpc) authenticates in its own terms.
-    if (request.routeOptions.config?.ownAuthentication) return;
-    request.principal = await principalOf(request, services);
-    const principal = request.principal;
-    if (principal?.kind === "apiKey") {
-      const refusal = await services.rateLimiter.consume(principal.keyId, principal.rateLimit);
-      if (refusal) throw rateLimited(refusal);
-    } else if (principal?.kind === "developer") {
-      const refusal = await services.developerRateLimiter.consume(
-        principal.developerId,
-        services.config.developerRateLimit,
-      );
-      if (refusal) throw rateLimited(refusal, "this developer's budget");
-    }
+    if (stageOf(request) === "onRequest") await establishPrincipal(request, services);
+  });
+  app.addHook("preHandler", async (request) => {
+    if (stageOf(request) === "preHandler") await establishPrincipal(request, services);
   });
 }
 
+function stageOf(request: FastifyRequest): "onRequest" | "preHandler" | null {
+  const config = request.routeOptions.config;
+  // A route with a credential of its own (METRICS_TOKEN at /metrics) checks it itself.
+  if (config?.ownAuthentication) return null;
+  return config?.credentials?.afterBody ? "preHandler" : "onRequest";
+}
+
+async function establishPrincipal(request: FastifyRequest, services: Services): Promise<void> {
+  request.principal = await principalOf(request, services);
+  const principal = request.principal;
+  if (principal?.kind === "apiKey") {
+    const refusal = await services.rateLimiter.consume(principal.keyId, principal.rateLimit);
+    if (refusal) throw rateLimited(refusal);
+  } else if (principal?.kind === "developer") {
+    const refusal = await services.developerRateLimiter.consume(
+      principal.developerId,
+      services.config.developerRateLimit,
+    );
+    if (refusal) throw rateLimited(refusal, "this developer's budget");
+  }
+}
+
+/**
+ * The credential readers: `Authorization: Bearer`, and for a route that allows it (the ERC-7677
+ * endpoint, for wallets that take a paymaster service as a URL) an API key in `?apikey=`, cut
+ * out of the URL before anything logged it (url-key.ts). Only an API key is taken from a URL.
+ */
 async function principalOf(request: FastifyRequest, services: Services): Promise<Principal | null> {
   const header = request.headers.authorization;
-  if (header === undefined) return null;
-  const match = /^Bearer ([!-~]+)$/.exec(header);
-  if (!match || match[1]!.length > MAX_CREDENTIAL_LENGTH) {
-    return refuse(services, request, "expected 'Authorization: Bearer <credential>'");
+  let credential: string;
+  if (header !== undefined) {
+    const match = /^Bearer ([!-~]+)$/.exec(header);
+    if (!match || match[1]!.length > MAX_CREDENTIAL_LENGTH) {
+      return refuse(services, request, "expected 'Authorization: Bearer <credential>'");
+    }
+    credential = match[1]!;
+  } else {
+    const fromUrl = request.routeOptions.config?.credentials?.fromUrl ? urlKeyOf(request.raw) : undefined;
+    if (fromUrl === undefined) return null;
+    if (!fromUrl.startsWith(KEY_PREFIX) || fromUrl.length > MAX_CREDENTIAL_LENGTH) {
+      return refuse(services, request, "a URL carries only a project's API key (?apikey=gsk_…)");
+    }
+    credential = fromUrl;
   }
-  const credential = match[1]!;
   if (credential.startsWith(KEY_PREFIX)) {
     const check = await checkApiKey(services, credential, request.ip);
     if (check.kind === "throttled") throw tooManyFailures(check.refusal);
@@ -93,8 +123,13 @@ const unauthorized = (detail: string) => new ApiError("unauthorized", detail, ww
 
 declare module "fastify" {
   interface FastifyContextConfig {
-    /** The route authenticates and rate-limits the caller itself. */
+    /** The route checks a credential of its own (neither an API key nor a developer token). */
     ownAuthentication?: boolean;
+    /**
+     * How the route takes the usual credentials: `fromUrl` also reads an API key in `?apikey=`;
+     * `afterBody` authenticates once the body is read (preHandler) instead of before.
+     */
+    credentials?: { fromUrl?: boolean; afterBody?: boolean };
   }
 }
 

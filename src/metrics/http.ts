@@ -6,7 +6,7 @@
  *   (nothing that could forge a log line or a header); anything else gets a fresh UUID. The id is
  *   echoed in the response (app.ts) and is the `reqId` of every log line of the request.
  * - Log lines: one per request at `info`, "request completed", with the method, the URL (API
- *   keys already cut out of it, rpc/url-key.ts), the client's address, the status and the time
+ *   keys already cut out of it, identity/url-key.ts), the client's address, the status and the time
  *   taken; an "incoming request" line on arrival only at `debug` (Fastify's own pair costs a
  *   second serialisation and write per request; the README's Performance section has the figures).
  *   Once the caller is known, the request's logger carries `projectId` and `apiKeyId` (an API

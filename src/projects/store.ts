@@ -146,3 +146,44 @@ function toRecord(r: Row): ProjectRecord {
     created_at: r.created_at.toISOString(),
   };
 }
+
+/**
+ * What sponsoring reads of a project: its name and icon (shown to wallets), the validity TTL,
+ * the unknown-account setting and the tank's balance. The one place this is read; a project that
+ * does not exist reads as empty, with no balance, so that every sponsorship refuses it.
+ */
+export async function readSponsorTerms(db: Queryable, projectId: string): Promise<SponsorTermsRecord> {
+  const rows = await db.query<{
+    name: string;
+    icon: string | null;
+    ttl: number;
+    balance: string;
+    unknown_accounts: UnknownAccounts;
+  }>(
+    `SELECT name, sponsor_icon AS icon, validity_ttl_sec AS ttl, gas_tank_balance::text AS balance,
+            unknown_accounts
+     FROM projects WHERE id = $1`,
+    [projectId],
+  );
+  const r = rows[0];
+  return r
+    ? {
+        name: r.name,
+        icon: r.icon,
+        ttlSec: r.ttl,
+        balanceWei: BigInt(r.balance),
+        unknownAccounts: r.unknown_accounts,
+      }
+    : { name: "", icon: null, ttlSec: DEFAULT_VALIDITY_TTL_SEC, balanceWei: 0n, unknownAccounts: "refuse" };
+}
+
+export interface SponsorTermsRecord {
+  name: string;
+  icon: string | null;
+  ttlSec: number;
+  balanceWei: bigint;
+  unknownAccounts: UnknownAccounts;
+}
+
+/** A new project's validity TTL (the column's default). */
+export const DEFAULT_VALIDITY_TTL_SEC = 300;

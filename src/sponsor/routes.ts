@@ -6,12 +6,10 @@ import type { RoutePlugin, Services } from "../context.ts";
 import { ApiError } from "../http/problem.ts";
 import { Address as AddressSchema, bearer, responses, Selector, Wei } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
-import { dryRunReservation, type Reservation } from "../ledger/ledger.ts";
-import { type AuthorizeRequest, authorize, type ProjectSponsorTerms } from "./authorize.ts";
+import { type AuthorizeRequest, authorize } from "./authorize.ts";
 import { checkAuthorization } from "./check.ts";
+import { sponsorDeps } from "./deps.ts";
 import { MAX_ESTIMATED_GAS } from "./policy.ts";
-import { currentFeeCeilings } from "./pricing.ts";
-import type { UnknownAccounts } from "./sender-code.ts";
 
 export const AuthorizeBody = Type.Object(
   {
@@ -74,18 +72,7 @@ const Authorized = Type.Object({
 
 export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
   await app.register(checkRoute, { services });
-  const terms = projectTermsCache(services);
-  const deps = {
-    config: services.config,
-    signer: services.signer,
-    reservations: services.reservations,
-    feeCeilings: (chainId: number) => currentFeeCeilings(services.feeOracle, services.config.chains, chainId),
-    projectTerms: terms.get,
-    senderCode: services.senderCode,
-    dryRun: (r: Reservation) => dryRunReservation(services.db, r),
-    approve: services.approvals.check,
-    now: services.now,
-  };
+  const deps = sponsorDeps(services);
 
   app.post(
     "/sponsor/authorize",
@@ -126,15 +113,7 @@ const CheckResult = Type.Object({
  * same data (sponsor/check.ts); nothing is signed, reserved or counted.
  */
 const checkRoute: RoutePlugin = async (app, { services }) => {
-  const terms = projectTermsCache(services);
-  const deps = {
-    config: services.config,
-    feeCeilings: (chainId: number) => currentFeeCeilings(services.feeOracle, services.config.chains, chainId),
-    projectTerms: terms.get,
-    senderCode: services.senderCode,
-    dryRun: (r: Reservation) => dryRunReservation(services.db, r),
-    now: services.now,
-  };
+  const deps = sponsorDeps(services);
   app.post(
     "/sponsor/check",
     {
@@ -192,33 +171,5 @@ async function authorizeRequest(
     chainId: body.chainId,
     clientNonce: body.clientNonce ?? null,
     initCode: (body.initCode?.toLowerCase() ?? "0x") as Hex,
-  };
-}
-
-/**
- * The validity TTL and unknown-account setting of each project, cached briefly: they are read on
- * every authorization and change rarely. A change on another instance applies within the cache
- * lifetime (KEY_CACHE_TTL_MS, 2 s by default).
- */
-function projectTermsCache(services: Services) {
-  const cache = new Map<string, { terms: ProjectSponsorTerms; expiresAt: number }>();
-  const lifetimeMs = services.config.keyCacheTtlMs;
-  return {
-    async get(projectId: string): Promise<ProjectSponsorTerms> {
-      const t = services.now();
-      const hit = cache.get(projectId);
-      if (hit && hit.expiresAt > t) return hit.terms;
-      const rows = await services.db.query<{ ttl: number; unknown_accounts: UnknownAccounts }>(
-        "SELECT validity_ttl_sec AS ttl, unknown_accounts FROM projects WHERE id = $1",
-        [projectId],
-      );
-      const terms: ProjectSponsorTerms = {
-        ttlSec: rows[0]?.ttl ?? 300,
-        unknownAccounts: rows[0]?.unknown_accounts ?? "refuse",
-      };
-      if (cache.size > 10_000) cache.clear();
-      cache.set(projectId, { terms, expiresAt: t + lifetimeMs });
-      return terms;
-    },
   };
 }

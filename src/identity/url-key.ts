@@ -5,8 +5,8 @@ import { KEY_PREFIX } from "../api-keys/format.ts";
  * EIP-5792 wallets take a paymaster service as a URL, so the API key may come as `?apikey=` in
  * it. A key in a URL would end up in every log line that prints the URL, so it is cut out of the
  * URL before routing (Fastify's `rewriteUrl`, which runs before anything logs the request) and
- * kept beside the raw request for the ERC-7677 route to read. Every path gets this treatment; only
- * /rpc honours the key.
+ * kept beside the raw request for the authentication hook (authenticate.ts). Every path gets this
+ * treatment; only a route that allows it (/rpc) honours the key.
  *
  * The URL is judged as a server would read it, not as it was typed: names and values are
  * percent-decoded first (`?api%6Bey=`, `?%61pikey=`), `;` separates parameters as well as `&`
