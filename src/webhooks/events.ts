@@ -88,12 +88,12 @@ export const EVENTS = {
     }),
   },
   "balance.low": {
-    description: "the tank fell below the project's threshold: once per crossing (it must rise to the threshold or above before it can fire again)",
+    description:
+      "the tank fell below the project's threshold: once per crossing (it must rise to the threshold or above before it can fire again)",
     payload: payload({ balance: Wei, threshold: Wei }),
   },
   "cap.reached": {
-    description:
-      "a policy cap reached its limit, or first refused, in a window",
+    description: "a policy cap reached its limit, or first refused, in a window",
     payload: payload({
       ruleId: Type.String(),
       kind: Type.String(),
@@ -109,7 +109,8 @@ export const EVENTS = {
     }),
   },
   "spend.unattributed": {
-    description: "the paymaster paid for an operation of this project that its tank was not (fully) charged for",
+    description:
+      "the paymaster paid for an operation of this project that its tank was not (fully) charged for",
     payload: payload({
       chainId: ChainId,
       txHash: Hash,
