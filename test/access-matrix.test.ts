@@ -189,6 +189,11 @@ const ROUTES: RouteCase[] = [
     expect: PUBLIC,
   },
   {
+    name: "GET /policies/kinds",
+    request: () => ({ method: "GET", url: "/policies/kinds" }),
+    expect: PUBLIC,
+  },
+  {
     name: "GET /webhooks/event-types",
     request: () => ({ method: "GET", url: "/webhooks/event-types" }),
     expect: PUBLIC,

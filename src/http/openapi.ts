@@ -1,5 +1,6 @@
 import type { TSchema } from "@sinclair/typebox";
 import type { RouteOptions } from "fastify";
+import { POLICY_REFUSAL_CODES } from "../policies/kinds.ts";
 import { ERRORS, type ErrorCode } from "./catalogue.ts";
 import { problemBody } from "./problem.ts";
 
@@ -26,15 +27,8 @@ export interface RouteDoc {
 
 const member: ErrorCode[] = ["not_found", "forbidden"];
 
-/** The refusals of a project's policy rules (src/policies/), each carrying `ruleId`. */
-const POLICY_CODES: ErrorCode[] = [
-  "sender_blocked",
-  "sender_not_allowed",
-  "campaign_not_active",
-  "operation_cost_exceeded",
-  "sender_cap_exceeded",
-  "project_cap_exceeded",
-];
+/** The refusals of a project's policy rules (src/policies/kinds.ts), each carrying `ruleId`. */
+const POLICY_CODES: ErrorCode[] = [...POLICY_REFUSAL_CODES];
 
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
   "GET /health": { operationId: "getHealth", access: "public", noDatabase: true },
@@ -154,6 +148,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: member,
   },
+  "GET /policies/kinds": { operationId: "listPolicyKinds", access: "public", noDatabase: true },
   "GET /projects/:id/policies": {
     operationId: "listPolicies",
     summary: "The project's policy rules, the daily cap among them when set",

@@ -1,5 +1,6 @@
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ReserveOutcome } from "../ledger/ledger.ts";
+import { refusalDetail } from "./kinds.ts";
 
 /** A refusal by one of the project's rules, as both authorize paths and the dry run answer it. */
 export interface RuleRefusal {
@@ -9,25 +10,13 @@ export interface RuleRefusal {
   ruleId: string;
 }
 
-type RuleOutcome = Extract<ReserveOutcome, { ruleId: string }>;
-
-const DETAILS: Record<RuleOutcome["kind"], string> = {
-  sender_blocked: "the sender is on the project's sender blocklist",
-  sender_not_allowed: "the sender is not on the project's sender allowlist",
-  campaign_not_active: "the project's campaign is not running now",
-  operation_cost_exceeded: "the operation's maximum cost is above the project's per-operation cap",
-  sender_cap_exceeded: "the sender has reached a per-sender cap for the current window",
-  daily_cap_exceeded: "this sponsorship would exceed the project's daily cap",
-  project_cap_exceeded: "this sponsorship would exceed a project-wide cap for the current window",
-};
-
 /** The refusal for a reservation outcome that names a rule; null for any other outcome. */
 export function ruleRefusal(outcome: ReserveOutcome): RuleRefusal | null {
   if (!("ruleId" in outcome)) return null;
   return {
     kind: "refused",
     code: outcome.kind,
-    detail: `${DETAILS[outcome.kind]} (rule ${outcome.ruleId})`,
+    detail: `${refusalDetail(outcome.kind)} (rule ${outcome.ruleId})`,
     ruleId: outcome.ruleId,
   };
 }

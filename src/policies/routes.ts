@@ -3,6 +3,7 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, notFound } from "../http/problem.ts";
 import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { POLICY_KINDS } from "./kinds.ts";
 import {
   MAX_OPERATIONS,
   MAX_RULES_PER_PROJECT,
@@ -98,6 +99,32 @@ const Usage = Type.Object({
 export const policyRoutes: RoutePlugin = async (app, { services }) => {
   const { db } = services;
   const tags = ["policies"];
+
+  // Reference data: each rule kind with its label, fields and refusal (the registry in kinds.ts).
+  // The dashboard builds its rule form from it.
+  const kinds = RULE_KINDS.map((kind) => ({ kind, ...POLICY_KINDS[kind] }));
+  app.get(
+    "/policies/kinds",
+    {
+      schema: {
+        tags,
+        summary:
+          "The policy rule kinds: label, the fields each takes, what a cap counts, the refusal it answers",
+        response: responses({
+          200: Type.Array(
+            Type.Object({
+              kind: Type.String(),
+              label: Type.String(),
+              fields: Type.Array(Type.String()),
+              counts: Type.Union([Type.Literal("wei"), Type.Literal("operations"), Type.Null()]),
+              refusal: Type.Object({ code: Type.String(), detail: Type.String() }),
+            }),
+          ),
+        }),
+      },
+    },
+    async () => kinds,
+  );
 
   app.get(
     "/projects/:id/policies",

@@ -6,18 +6,9 @@
  */
 import { getAddress, isAddress } from "viem";
 import { DAILY_CAP_RULE_ID } from "../ledger/ledger.ts";
+import { POLICY_KINDS, RULE_KINDS, type RuleKind } from "./kinds.ts";
 
-export const RULE_KINDS = [
-  "sender_spend_cap",
-  "sender_count_cap",
-  "project_spend_cap",
-  "project_count_cap",
-  "operation_cost_cap",
-  "campaign",
-  "sender_allowlist",
-  "sender_blocklist",
-] as const;
-export type RuleKind = (typeof RULE_KINDS)[number];
+export { RULE_KINDS, type RuleKind } from "./kinds.ts";
 
 export const WINDOWS = ["day", "week", "month", "interval", "lifetime"] as const;
 export type Window = (typeof WINDOWS)[number];
@@ -58,24 +49,13 @@ export interface RuleInput {
 
 export type Parsed = { kind: "ok"; rule: PolicyRule } | { kind: "invalid"; detail: string };
 
-const CAPS: Record<string, "wei" | "operations"> = {
-  sender_spend_cap: "wei",
-  project_spend_cap: "wei",
-  sender_count_cap: "operations",
-  project_count_cap: "operations",
-};
+/** What each cap counts (wei or operations); the kinds that are not caps are absent. */
+const CAPS: Partial<Record<RuleKind, "wei" | "operations">> = Object.fromEntries(
+  RULE_KINDS.flatMap((k) => (POLICY_KINDS[k].counts ? [[k, POLICY_KINDS[k].counts]] : [])),
+);
 
 /** Which request fields each kind takes; any other field is refused, so nothing is ignored. */
-const FIELDS: Record<RuleKind, readonly (keyof RuleInput)[]> = {
-  sender_spend_cap: ["maxWei", "window", "windowSeconds"],
-  project_spend_cap: ["maxWei", "window", "windowSeconds"],
-  sender_count_cap: ["maxOperations", "window", "windowSeconds"],
-  project_count_cap: ["maxOperations", "window", "windowSeconds"],
-  operation_cost_cap: ["maxWei"],
-  campaign: ["startsAt", "endsAt"],
-  sender_allowlist: ["senders"],
-  sender_blocklist: ["senders"],
-};
+const FIELDS = (kind: RuleKind): readonly (keyof RuleInput)[] => POLICY_KINDS[kind].fields;
 
 /**
  * Checks one rule against its kind and the project's other rules (`others` excludes the rule
@@ -87,7 +67,7 @@ export function parseRule(id: string, input: RuleInput, others: PolicyRule[]): P
     return invalid(`'${DAILY_CAP_RULE_ID}' is the project's dailyCap; change it with PATCH /projects/:id`);
   }
   const stray = Object.keys(input).filter(
-    (f) => f !== "kind" && !FIELDS[input.kind].includes(f as keyof RuleInput),
+    (f) => f !== "kind" && !FIELDS(input.kind).includes(f as keyof RuleInput),
   );
   if (stray.length > 0) return invalid(`a ${input.kind} rule does not take ${stray.join(", ")}`);
   const shaped = shapeOf(id, input);

@@ -18,28 +18,14 @@ import {
   time,
 } from "./ui.js";
 
-const KINDS = {
-  sender_spend_cap: { label: "Spend cap per sender", fields: ["maxWei", "window", "windowSeconds"] },
-  project_spend_cap: { label: "Spend cap for the project", fields: ["maxWei", "window", "windowSeconds"] },
-  sender_count_cap: {
-    label: "Operations cap per sender",
-    fields: ["maxOperations", "window", "windowSeconds"],
-  },
-  project_count_cap: {
-    label: "Operations cap for the project",
-    fields: ["maxOperations", "window", "windowSeconds"],
-  },
-  operation_cost_cap: { label: "Cost cap per operation", fields: ["maxWei"] },
-  campaign: { label: "Campaign window", fields: ["startsAt", "endsAt"] },
-  sender_allowlist: { label: "Sender allowlist", fields: ["senders"] },
-  sender_blocklist: { label: "Sender blocklist", fields: ["senders"] },
-};
 const WINDOWS = ["day", "week", "month", "interval", "lifetime"];
-const CAPS = new Set(["sender_spend_cap", "project_spend_cap", "sender_count_cap", "project_count_cap"]);
 
 export async function render(ctx) {
   const id = ctx.projectId;
-  const rules = await get(`/projects/${seg(id)}/policies`);
+  // The kinds, with their labels and fields, come from the service's registry (policies/kinds.ts).
+  const [rules, kindList] = await Promise.all([get(`/projects/${seg(id)}/policies`), get("/policies/kinds")]);
+  const KINDS = Object.fromEntries(kindList.map((k) => [k.kind, k]));
+  const CAPS = new Set(kindList.filter((k) => k.counts !== null).map((k) => k.kind));
   const { decimals, symbol } = ctx.currency;
   const usageSlot = h("div", { id: "policy-usage" });
 
@@ -78,7 +64,7 @@ export async function render(ctx) {
     for (const [name, el] of Object.entries(parts)) el.hidden = !KINDS[k].fields.includes(name);
   };
   kind.querySelector("select").addEventListener("change", (e) => showFor(e.target.value));
-  showFor("sender_spend_cap");
+  showFor(kindList[0].kind);
 
   const put = form(
     { class: "inline", "aria-label": "Add or replace a rule" },
