@@ -6,6 +6,7 @@ import { ApiError, conflict, notFound } from "../http/problem.ts";
 import { bearer, ProjectId, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
 import { lockOrg } from "../orgs/store.ts";
+import { forgetSponsorTerms } from "../sponsor/deps.ts";
 import { countProjectsOf, getProject, insertProject, listProjects, updateProject } from "./store.ts";
 
 const ProjectListItem = Type.Object({
@@ -154,6 +155,9 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
         sponsorIcon,
         unknownAccounts,
       });
+      // This instance sponsors with the new settings from the next request; others within
+      // the cache's lifetime (sponsor/deps.ts).
+      forgetSponsorTerms(services, request.params.id);
       return updated ?? Promise.reject(notFound("project"));
     },
   );

@@ -1,6 +1,7 @@
 import type { Queryable } from "../db/db.ts";
 import type { DepositDeriver } from "../funding/derivation.ts";
 import { insertFundingAccount, nextDepositAddress } from "../funding/store.ts";
+import type { ProjectSponsorTerms } from "../sponsor/policy.ts";
 import type { UnknownAccounts } from "../sponsor/sender-code.ts";
 
 export interface ProjectRecord {
@@ -148,21 +149,18 @@ function toRecord(r: Row): ProjectRecord {
 }
 
 /**
- * What sponsoring reads of a project: its name and icon (shown to wallets), the validity TTL,
- * the unknown-account setting and the tank's balance. The one place this is read; a project that
- * does not exist reads as empty, with no balance, so that every sponsorship refuses it.
+ * What sponsoring reads of a project: its name and icon (shown to wallets), the validity TTL and
+ * the unknown-account setting. The one place this is read (the tank is the reservation's to
+ * decide); a project that does not exist reads as nameless, refusing unknown accounts.
  */
-export async function readSponsorTerms(db: Queryable, projectId: string): Promise<SponsorTermsRecord> {
+export async function readSponsorTerms(db: Queryable, projectId: string): Promise<ProjectSponsorTerms> {
   const rows = await db.query<{
     name: string;
     icon: string | null;
     ttl: number;
-    balance: string;
     unknown_accounts: UnknownAccounts;
   }>(
-    `SELECT name, sponsor_icon AS icon, validity_ttl_sec AS ttl, gas_tank_balance::text AS balance,
-            unknown_accounts
-     FROM projects WHERE id = $1`,
+    "SELECT name, sponsor_icon AS icon, validity_ttl_sec AS ttl, unknown_accounts FROM projects WHERE id = $1",
     [projectId],
   );
   const r = rows[0];
@@ -171,18 +169,9 @@ export async function readSponsorTerms(db: Queryable, projectId: string): Promis
         name: r.name,
         icon: r.icon,
         ttlSec: r.ttl,
-        balanceWei: BigInt(r.balance),
         unknownAccounts: r.unknown_accounts,
       }
-    : { name: "", icon: null, ttlSec: DEFAULT_VALIDITY_TTL_SEC, balanceWei: 0n, unknownAccounts: "refuse" };
-}
-
-export interface SponsorTermsRecord {
-  name: string;
-  icon: string | null;
-  ttlSec: number;
-  balanceWei: bigint;
-  unknownAccounts: UnknownAccounts;
+    : { name: "", icon: null, ttlSec: DEFAULT_VALIDITY_TTL_SEC, unknownAccounts: "refuse" };
 }
 
 /** A new project's validity TTL (the column's default). */

@@ -31,7 +31,7 @@ import { randomAuthId } from "./ids.ts";
 import { type Quote, quote } from "./policy.ts";
 import { callPreVerificationCeiling } from "./pre-verification.ts";
 import type { FeeCeilings } from "./pricing.ts";
-import { type UnknownAccounts, verifySenderCode } from "./sender-code.ts";
+import { verifySenderCode } from "./sender-code.ts";
 import type { Signer } from "./signer.ts";
 
 export interface AuthorizeRequest {
@@ -47,11 +47,9 @@ export interface AuthorizeRequest {
   initCode: Hex;
 }
 
-/** What authorize reads of a project on every request (cached by the route). */
-export interface ProjectSponsorTerms {
-  ttlSec: number;
-  unknownAccounts: UnknownAccounts;
-}
+import type { ProjectSponsorTerms } from "./policy.ts";
+
+export type { ProjectSponsorTerms };
 
 export type AuthorizeOutcome =
   | { kind: "authorized"; body: string; replayed: boolean }

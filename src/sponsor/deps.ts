@@ -1,10 +1,9 @@
 /**
  * What the sponsorship use cases need from the running service, built once per set of services
  * and shared by `POST /sponsor/authorize`, `POST /sponsor/check` and the ERC-7677 methods: the
- * same fee ceilings, the same project reads (one SQL statement, projects/store.ts), the same dry
- * run and approval webhook.
+ * same fee ceilings, the same cached project read (one SQL statement, projects/store.ts), the
+ * same dry run and approval webhook.
  */
-import { firstNotAllowlisted } from "../allowlists/store.ts";
 import type { Services } from "../context.ts";
 import { dryRunReservation } from "../ledger/ledger.ts";
 import { readSponsorTerms } from "../projects/store.ts";
@@ -16,6 +15,12 @@ import { currentFeeCeilings } from "./pricing.ts";
 export type SponsorDeps = AuthorizeDeps & CheckDeps & OperationDeps;
 
 const built = new WeakMap<Services, SponsorDeps>();
+const caches = new WeakMap<Services, Map<string, unknown>>();
+
+/** Drops a project's cached terms on this instance (after its settings changed here). */
+export function forgetSponsorTerms(services: Services, projectId: string): void {
+  caches.get(services)?.delete(projectId);
+}
 
 export function sponsorDeps(services: Services): SponsorDeps {
   let deps = built.get(services);
@@ -36,11 +41,7 @@ function build(services: Services): SponsorDeps {
     feeCeilings: (chainId) => currentFeeCeilings(services.feeOracle, config.chains, chainId),
     refreshFees: () => services.feeOracle.refresh(),
     projectTerms: terms.get,
-    // The whole-operation path reads the balance too (its early refusal of an empty tank), so
-    // it reads the project afresh.
-    project: (projectId) => readSponsorTerms(db, projectId),
     senderCode: services.senderCode,
-    firstNotAllowlisted: (projectId, calls) => firstNotAllowlisted(db, projectId, calls),
     dryRun: (r) => dryRunReservation(db, r),
     approve: services.approvals.check,
     now: services.now,
@@ -48,20 +49,21 @@ function build(services: Services): SponsorDeps {
 }
 
 /**
- * The validity TTL and unknown-account setting of each project, cached briefly: they are read on
- * every authorization and change rarely. A change on another instance applies within the cache
- * lifetime (KEY_CACHE_TTL_MS, 2 s by default).
+ * Each project's name, icon, validity TTL and unknown-account setting, cached briefly: they are
+ * read on every authorization and change rarely. A change made through this instance applies at
+ * once (forgetSponsorTerms), one made through another within the cache lifetime
+ * (KEY_CACHE_TTL_MS, 2 s by default).
  */
 function termsCache(services: Services) {
   const cache = new Map<string, { terms: ProjectSponsorTerms; expiresAt: number }>();
+  caches.set(services, cache);
   const lifetimeMs = services.config.keyCacheTtlMs;
   return {
     async get(projectId: string): Promise<ProjectSponsorTerms> {
       const t = services.now();
       const hit = cache.get(projectId);
       if (hit && hit.expiresAt > t) return hit.terms;
-      const read = await readSponsorTerms(services.db, projectId);
-      const terms: ProjectSponsorTerms = { ttlSec: read.ttlSec, unknownAccounts: read.unknownAccounts };
+      const terms: ProjectSponsorTerms = await readSponsorTerms(services.db, projectId);
       if (cache.size > 10_000) cache.clear();
       cache.set(projectId, { terms, expiresAt: t + lifetimeMs });
       return terms;

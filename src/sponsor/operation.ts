@@ -33,13 +33,13 @@ import {
   PAYMASTER_DATA_OFFSET,
   stubPaymasterAndData,
 } from "../paymaster/layout.ts";
-import { type RefusalWords, reservationRefusal, ruleRefusal } from "../policies/refusals.ts";
+import { type RefusalWords, reservationRefusal } from "../policies/refusals.ts";
 import type { ApprovalOutcome, ApprovalRequest } from "../webhooks/approval.ts";
 import { randomAuthId } from "./ids.ts";
-import { MAX_ESTIMATED_GAS, validityWindow } from "./policy.ts";
+import { MAX_ESTIMATED_GAS, type ProjectSponsorTerms, validityWindow } from "./policy.ts";
 import { operationPreVerificationCeiling } from "./pre-verification.ts";
 import type { FeeCeilings } from "./pricing.ts";
-import { type UnknownAccounts, verifySenderCode } from "./sender-code.ts";
+import { verifySenderCode } from "./sender-code.ts";
 import type { Signer } from "./signer.ts";
 
 /** A user operation as ERC-7677 carries it (EntryPoint v0.7 / v0.8 fields), parsed to numbers. */
@@ -60,13 +60,7 @@ export interface OperationFields {
   eip7702Delegate: Address | null;
 }
 
-export interface ProjectTerms {
-  name: string;
-  icon: string | null;
-  ttlSec: number;
-  balanceWei: bigint;
-  unknownAccounts: UnknownAccounts;
-}
+export type ProjectTerms = ProjectSponsorTerms;
 
 export interface OperationRequest {
   projectId: string;
@@ -104,10 +98,13 @@ export interface OperationDeps {
   feeCeilings(chainId: number): FeeCeilings | null;
   /** Reads the chain's fees now instead of from the cache (the oracle may trail the client). */
   refreshFees(): Promise<void>;
-  project(projectId: string): Promise<ProjectTerms>;
+  /** The project's name and icon (shown to wallets), validity TTL and unknown-account setting. */
+  projectTerms(projectId: string): Promise<ProjectTerms>;
   senderCode: SenderCodeResolver;
-  firstNotAllowlisted(projectId: string, calls: DecodedCall[]): Promise<number | null>;
-  /** Decides as the reservation would, writing nothing (ledger.dryRunReservation). */
+  /**
+   * Decides as the reservation would, writing nothing (ledger.dryRunReservation): the one place,
+   * with the reservation itself, where the allowlist, the policies and the tank are decided.
+   */
   dryRun(r: Reservation): Promise<ReserveOutcome>;
   /** The project's approval webhook, asked before the final signature (not for stubs). */
   approve?(req: ApprovalRequest): Promise<ApprovalOutcome>;
@@ -125,11 +122,6 @@ export async function stubOperation(deps: OperationDeps, req: OperationRequest):
   const checked = await checkOperation(deps, req, { final: false });
   if (checked.kind === "refused") return checked;
   const nowMs = deps.now();
-  // The stub reserves nothing, but refuses early what the final call would refuse whatever the
-  // operation's final gas: the sender lists, the campaign, caps already used up (priced at 0 wei,
-  // since the stub's gas limits are not final yet).
-  const policy = ruleRefusal(await deps.dryRun(zeroCostReservation(req, checked, nowMs)));
-  if (policy) return policy;
   const data = stubPaymasterAndData({
     paymaster: checked.paymaster,
     mode: "operation",
@@ -218,13 +210,15 @@ export async function sponsorOperation(deps: OperationDeps, req: OperationReques
 }
 
 /**
- * What the stub (and a request that cannot be priced) asks the policies about: the operation at
- * no cost, never stored.
+ * The operation as the dry run asks about it, at a given cost: 0 wei for what refuses at any
+ * price (the allowlist, the sender lists, the campaign, caps already used up), or its maximum
+ * cost for everything the reservation will decide. Never stored.
  */
-function zeroCostReservation(
+function dryRunReservation(
   req: OperationRequest,
   checked: Pick<Checked, "paymaster" | "calls" | "totalGas">,
   nowMs: number,
+  costWei: bigint,
 ): Reservation {
   const first = checked.calls[0]!;
   const nowSec = Math.floor(nowMs / 1000);
@@ -239,7 +233,7 @@ function zeroCostReservation(
     target: first.target,
     selector: first.selector,
     estimatedGas: checked.totalGas,
-    maxGasCostWei: 0n,
+    maxGasCostWei: costWei,
     maxFeePerGasWei: 0n,
     maxPriorityFeePerGasWei: 0n,
     paymaster: checked.paymaster.toLowerCase(),
@@ -314,8 +308,6 @@ async function checkOperation(
   if (totalGas > MAX_ESTIMATED_GAS) {
     return refuse("invalid_params", `the operation's gas limits add up to more than ${MAX_ESTIMATED_GAS}`);
   }
-  const missing = await deps.firstNotAllowlisted(req.projectId, calls);
-  if (missing !== null) return notAllowlisted(calls, missing);
   let feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
   if (feeRefusal?.code === "fee_above_ceiling") {
     // The client read the chain after the oracle's last refresh (the priority fee moves fast on
@@ -323,18 +315,26 @@ async function checkOperation(
     await deps.refreshFees();
     feeRefusal = checkFees(deps.feeCeilings(req.chainId), chain, userOp, final);
   }
-  if (feeRefusal?.code === "fee_oracle_stale") {
-    // The sender policies and caps already used up refuse at any price: ask them at 0 wei.
-    const free = zeroCostReservation(req, { paymaster, calls, totalGas }, deps.now());
-    return ruleRefusal(await deps.dryRun(free)) ?? feeRefusal;
+  const words = operationWords(calls);
+  const ask = async (costWei: bigint) =>
+    deps.dryRun(dryRunReservation(req, { paymaster, calls, totalGas }, deps.now(), costWei));
+  if (feeRefusal || !final) {
+    // What refuses at any price comes before a fee refusal (a call the studio does not allow is
+    // 403 with the chain's RPC down, not a retryable 503), and is all a stub can be refused for
+    // by the rules: its gas limits are not final yet.
+    const anyPrice = reservationRefusal(await ask(0n), words);
+    if (anyPrice) return anyPrice;
+    if (feeRefusal) return feeRefusal;
   }
-  if (feeRefusal) return feeRefusal;
   const maxCostWei = totalGas * userOp.maxFeePerGas;
-  const project = await deps.project(req.projectId);
-  // Before estimation the gas limits are not known yet; an empty tank is refused at once.
-  if (project.balanceWei === 0n || project.balanceWei < maxCostWei) {
-    return refuse("insufficient_balance", INSUFFICIENT_BALANCE);
-  }
+  // The final call: everything the reservation will decide, at the cost it will reserve. The
+  // stub: only whether the tank can cover the operation as it stands (an empty one is refused at
+  // once; the rules wait for the final limits).
+  const priced = await ask(maxCostWei);
+  const pricedRefusal =
+    final || priced.kind === "insufficient_balance" ? reservationRefusal(priced, words) : null;
+  if (pricedRefusal) return pricedRefusal;
+  const project = await deps.projectTerms(req.projectId);
   // The sender's code last: the refusals above need no chain (INTERFACE.md's 403 and 402 come
   // first, whatever the account).
   const code = await verifySenderCode(

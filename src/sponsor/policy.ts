@@ -1,5 +1,6 @@
 import type { ChainConfig } from "../config.ts";
 import type { FeeCeilings } from "./pricing.ts";
+import type { UnknownAccounts } from "./sender-code.ts";
 
 /**
  * The pure part of authorize: given the request, the chain and the fee ceilings the chain's
@@ -83,4 +84,13 @@ export function quote(input: {
     ...validityWindow(input.nowMs, input.ttlSec, input.clockSkewSec),
     paymaster: chain.paymaster,
   };
+}
+
+/** What sponsoring reads of a project on every request (cached, sponsor/deps.ts). */
+export interface ProjectSponsorTerms {
+  /** Shown to wallets by the ERC-7677 stub. */
+  name: string;
+  icon: string | null;
+  ttlSec: number;
+  unknownAccounts: UnknownAccounts;
 }
