@@ -1,7 +1,5 @@
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { LightMyRequestResponse } from "fastify";
@@ -14,7 +12,8 @@ import { openPostgres } from "../src/db/postgres.ts";
 import { DatabaseUnavailable, unavailableReason } from "../src/db/unavailable.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
-import { freePort, type PgCluster, startPgCluster } from "./support/pg-cluster.ts";
+import { type PgCluster, startPgCluster } from "./support/pg-cluster.ts";
+import { startRedisServer } from "./support/redis-server.ts";
 
 /**
  * Hardening (issue 9): a database that is away, restarting, or holding a row lock too long is a
@@ -508,55 +507,11 @@ describe("PostgreSQL stopped and started under load (a server of this file's own
   }
 });
 
-/** A Redis server of the test's own, as a child process on a free port. */
-async function startRedis(): Promise<{ url: string; kill(): Promise<void> }> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"],
-    { stdio: "ignore" },
-  );
-  const killOnExit = () => child.kill("SIGKILL");
-  process.once("exit", killOnExit);
-  const spawned = new Promise<void>((_resolve, reject) =>
-    child.once("error", (err) => reject(new Error(`redis-server could not be started: ${err.message}`))),
-  );
-  const end = Date.now() + 10_000;
-  for (;;) {
-    const open = await Promise.race([canConnect(port), spawned.then(() => false)]);
-    if (open) break;
-    assert.ok(Date.now() < end, "redis-server did not listen within 10 s");
-    await sleep(50);
-  }
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    async kill() {
-      process.removeListener("exit", killOnExit);
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      child.kill("SIGKILL");
-      await exited;
-    },
-  };
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-    socket.connect(port, "127.0.0.1");
-  });
-}
-
 describe("Redis killed under load (a server of this file's own)", () => {
   it("authorize keeps answering 200 or 429, never 500; readiness reports degraded", {
     timeout: 60_000,
   }, async (ctx) => {
-    const redis = await startRedis();
+    const redis = await startRedisServer();
     const t = await startTestApp({ env: { REDIS_URL: redis.url } });
     const load = { stop: async () => {} };
     try {
@@ -564,7 +519,7 @@ describe("Redis killed under load (a server of this file's own)", () => {
       const gen = loadGenerator(t, p.apiKey, p.projectId, 4);
       load.stop = gen.stop;
       await gen.until("answers counted in Redis", () => gen.answers.length >= 40);
-      await redis.kill();
+      await redis.stop();
       gen.state.phase = "down";
       const at = gen.answers.length;
       await gen.until("answers with Redis gone", () => gen.answers.length >= at + 300);
@@ -592,7 +547,7 @@ describe("Redis killed under load (a server of this file's own)", () => {
     } finally {
       await load.stop().catch(() => {});
       await t.close();
-      await redis.kill();
+      await redis.stop();
     }
   });
 });

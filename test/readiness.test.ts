@@ -6,9 +6,7 @@
  * redis-server child and an anvil child, in both passes; the shared servers are never touched.
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { privateKeyToAccount } from "viem/accounts";
@@ -21,6 +19,7 @@ import { type DevChain, startChain } from "./support/chain/anvil.ts";
 import { type DevnetStack, deployStack } from "./support/chain/devnet.ts";
 import { sponsorUnknownAccounts } from "./support/chain-service.ts";
 import { freePort, type PgCluster, startPgCluster } from "./support/pg-cluster.ts";
+import { type RedisServer, startRedisServer } from "./support/redis-server.ts";
 
 const GAME = "0x5FbDB2315678afecb367f032d93F642f64180aa3";
 const MINT = "0xa0712d68";
@@ -39,7 +38,7 @@ let project: Awaited<ReturnType<typeof seedProject>>;
 
 before(async () => {
   cluster = await startPgCluster();
-  redis = await redisServer();
+  redis = await startRedisServer();
   chainPort = await freePort();
   chain = await startChain({ port: chainPort });
   stack = await deployStack(chain, { signer: SIGNER });
@@ -269,67 +268,3 @@ describe("readiness against real servers that go away and come back", () => {
     assert.match(res.body, /^gss_readiness_check_status\{check="chain:14601"\} 0$/m);
   });
 });
-
-interface RedisServer {
-  url: string;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
-
-/** A redis-server child of this file's own on a free port, which can be stopped and started again there. */
-async function redisServer(): Promise<RedisServer> {
-  const port = await freePort();
-  let child: ChildProcess | null = null;
-  const killOnExit = () => child?.kill("SIGKILL");
-  process.on("exit", killOnExit);
-  const server: RedisServer = {
-    url: `redis://127.0.0.1:${port}`,
-    async start() {
-      const c = spawn(
-        "redis-server",
-        [
-          "--port",
-          String(port),
-          "--bind",
-          "127.0.0.1",
-          "--save",
-          "",
-          "--appendonly",
-          "no",
-          "--daemonize",
-          "no",
-        ],
-        { stdio: "ignore" },
-      );
-      child = c;
-      const failed = new Promise<boolean>((resolve) => c.once("error", () => resolve(false)));
-      const end = Date.now() + 10_000;
-      while (!(await Promise.race([canConnect(port), failed]))) {
-        assert.ok(Date.now() < end && c.exitCode === null, "redis-server did not listen within 10 s");
-        await sleep(50);
-      }
-    },
-    async stop() {
-      const c = child;
-      child = null;
-      if (!c || c.exitCode !== null || c.signalCode !== null) return;
-      const exited = new Promise((resolve) => c.once("exit", resolve));
-      c.kill("SIGKILL");
-      await exited;
-    },
-  };
-  await server.start();
-  return server;
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-    socket.connect(port, "127.0.0.1");
-  });
-}

@@ -1,8 +1,10 @@
 import { execFile, spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { freePort } from "./ports.ts";
+
+export { freePort };
 
 /**
  * A PostgreSQL server of a test's own (initdb + pg_ctl into a temporary directory, trust
@@ -167,17 +169,4 @@ function run(runAs: Runner, command: string, args: string[]): Promise<void> {
 
 function shellQuote(s: string): string {
   return `'${s.replaceAll("'", `'\\''`)}'`;
-}
-
-/** A TCP port free on 127.0.0.1 right now (the kernel's pick). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
 }

@@ -5,9 +5,11 @@
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "./ports.ts";
+
+export { freePort };
 
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const SERVER_JS = join(REPO_ROOT, "dist", "server.js");
@@ -19,18 +21,6 @@ export function ensureBuilt(): void {
     encoding: "utf8",
   });
   assert.ok(result.status === 0, `the build failed:\n${result.stdout}\n${result.stderr}`);
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => (port > 0 ? resolve(port) : reject(new Error("no free port"))));
-    });
-  });
 }
 
 /** One parsed stdout line of the server (pino JSON), or `{raw}` for anything else. */

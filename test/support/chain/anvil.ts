@@ -7,7 +7,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { createServer } from "node:net";
 import { delimiter, dirname, join } from "node:path";
 import {
   type Chain,
@@ -25,6 +24,9 @@ import {
   type WalletClient,
 } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
+import { freePort } from "../ports.ts";
+
+export { freePort };
 
 /** The chain id the service knows as Sonic testnet; tests run anvil under the same id. */
 export const DEVNET_CHAIN_ID = 14601;
@@ -139,18 +141,6 @@ function anvilBinary(): string {
     `no anvil for ${process.platform}-${process.arch}: npm ci installs it on Linux x64 only; ` +
       "install Foundry's anvil (foundryup) or set ANVIL_BIN to its path",
   );
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => (port > 0 ? resolve(port) : reject(new Error("no free port"))));
-    });
-  });
 }
 
 async function waitForRpc(rpcUrl: string, child: ChildProcess, stderr: () => string): Promise<void> {
