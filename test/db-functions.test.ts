@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { migrate } from "../src/db/migrate.ts";
 import { openTestDb, type TestDb } from "./support/app.ts";
@@ -48,6 +49,30 @@ describe("database functions in files of their own", () => {
     }
   });
 });
+
+describe("one writer per money table", () => {
+  it("daily_usage is written by daily_usage_adjust.sql alone, in SQL and in TypeScript alike", () => {
+    const writes = /(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+daily_usage\b/i;
+    const writers = [
+      ...sqlFiles("functions/").map((f) => ({ file: `src/db/functions/${f}`, text: read("functions/", f) })),
+      ...sourceFiles(new URL("../src/", import.meta.url)).map((file) => ({
+        file,
+        text: readFileSync(file, "utf8"),
+      })),
+    ].filter((f) => writes.test(f.text));
+    assert.deepEqual(
+      writers.map((f) => f.file),
+      ["src/db/functions/daily_usage_adjust.sql"],
+    );
+  });
+});
+
+/** Every TypeScript file under a folder, by path relative to the repository. */
+function sourceFiles(dir: URL): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith(".ts"))
+    .map((e) => join(e.parentPath ?? e.path, e.name));
+}
 
 describe("the migrator and the function files", () => {
   let store: TestDb;

@@ -254,11 +254,7 @@ async function settleLate(
   const billedWei = due <= balanceWei ? due : balanceWei;
   await markSettled(tx, op, billedWei);
   await move(tx, row.project_id, "late_settle", -billedWei, op.authId);
-  await tx.query(
-    `INSERT INTO daily_usage AS u (project_id, day, spent) VALUES ($1, $2::date, $3)
-     ON CONFLICT (project_id, day) DO UPDATE SET spent = u.spent + EXCLUDED.spent`,
-    [row.project_id, row.day, billedWei.toString()],
-  );
+  await adjustDailyUsage(tx, row.project_id, row.day, billedWei);
   // Its release gave the whole reservation back to the policy windows: count what was charged again.
   await adjustPolicyUsage(tx, op.authId, -billedWei, -1);
   const shortfall = billedWei < op.actualGasCostWei ? "tank_short_after_release" : null;
@@ -342,10 +338,17 @@ async function move(tx: Queryable, projectId: string, kind: string, amountWei: b
 }
 
 async function giveBackDailyUsage(tx: Queryable, projectId: string, day: string, amountWei: bigint) {
-  await tx.query(
-    "UPDATE daily_usage SET spent = GREATEST(spent - $3::numeric, 0) WHERE project_id = $1 AND day = $2::date",
-    [projectId, day, amountWei.toString()],
-  );
+  await adjustDailyUsage(tx, projectId, day, -amountWei);
+}
+
+/** Counts (positive) or gives back (negative) against a day's cap: db/functions/daily_usage_adjust.sql. */
+async function adjustDailyUsage(tx: Queryable, projectId: string, day: string, deltaWei: bigint) {
+  if (deltaWei === 0n) return;
+  await tx.query("SELECT daily_usage_adjust($1, $2::date, $3::numeric)", [
+    projectId,
+    day,
+    deltaWei.toString(),
+  ]);
 }
 
 /**

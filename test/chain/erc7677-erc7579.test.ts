@@ -14,22 +14,10 @@
  * modules permissionless's helpers install.
  */
 import assert from "node:assert/strict";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import {
-  type Abi,
-  type AbiFunction,
-  type Address,
-  type BaseError,
-  encodeFunctionData,
-  type Hex,
-  http,
-  parseEther,
-} from "viem";
-import { createBundlerClient, createPaymasterClient } from "viem/account-abstraction";
-import { creditDeposit } from "../../src/ledger/ledger.ts";
-import { seedProject, type TestApp } from "../support/app.ts";
-import { type Bundler, startBundler } from "../support/bundler.ts";
+import { type Abi, type AbiFunction, type Address, type BaseError, type Hex, parseEther } from "viem";
+import type { TestApp } from "../support/app.ts";
+import type { Bundler } from "../support/bundler.ts";
 import type { DevChain } from "../support/chain/anvil.ts";
 import { type DevnetStack, ENTRY_POINT_V07_ADDRESS, gameItemsAbi } from "../support/chain/devnet.ts";
 import {
@@ -43,85 +31,58 @@ import {
   toModular7579SmartAccount,
 } from "../support/chain/modular-account.ts";
 import {
-  allowlist,
   balanceOf,
-  MINT_SELECTOR,
   type Project,
   type ServiceOnChain,
   settlementWatcherOn,
-  startServiceOnChain,
 } from "../support/chain-service.ts";
+import {
+  type Call,
+  type Erc7677Fixture,
+  mintCall,
+  sponsoredBundlerClient,
+  sponsorshipCount as sponsorshipCountOf,
+  startErc7677Fixture,
+} from "../support/erc7677.ts";
 import { randomAccount } from "../support/userop.ts";
 
 const TANK_WEI = parseEther("2");
 const NOT_ALLOWLISTED: Address = "0x00000000000000000000000000000000000000ee";
 const ERC7579_EXECUTE_SELECTOR = "0xe9ae5c53";
 
+let fixture: Erc7677Fixture;
 let service: ServiceOnChain;
 let chain: DevChain;
 let stack: DevnetStack;
 let t: TestApp;
 let p: Project;
 let bundler: Bundler;
-let rpcUrl: string;
 let factory: Address;
 
 before(async () => {
-  service = await startServiceOnChain({ confirmations: 0 });
-  ({ chain, stack, t } = service);
-  factory = await deployModular7579Factory(chain);
-  bundler = await startBundler({ rpcUrl: chain.rpcUrl, entryPoints: [stack.entryPoint] });
-  p = await seedProject(t);
-  await allowlist(t, p, stack.gameItems, MINT_SELECTOR);
-  await creditDeposit(t.db, {
-    projectId: p.projectId,
-    reference: "erc7677-erc7579:tank",
-    amountWei: TANK_WEI,
+  fixture = await startErc7677Fixture({
+    tankWei: TANK_WEI,
+    tankReference: "erc7677-erc7579:tank",
+    prepare: async (c) => {
+      factory = await deployModular7579Factory(c);
+    },
   });
-  await t.app.listen({ port: 0, host: "127.0.0.1" });
-  rpcUrl = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/rpc`;
+  ({ service, chain, stack, t, p, bundler } = fixture);
 });
 
 after(async () => {
-  await bundler?.stop();
-  await service?.stop();
+  await fixture?.stop();
 });
 
-interface Call {
-  to: Address;
-  data: Hex;
-}
-
-const mint = (itemId: bigint): Call => ({
-  to: stack.gameItems,
-  data: encodeFunctionData({ abi: gameItemsAbi, functionName: "mint", args: [itemId] }),
-});
+const mint = (itemId: bigint) => mintCall(stack, itemId);
 
 function modularAccount() {
   return toModular7579SmartAccount({ client: chain.publicClient, owner: randomAccount(), factory });
 }
 
-function sponsoredClient(account: Modular7579SmartAccount) {
-  const paymaster = createPaymasterClient({
-    transport: http(rpcUrl, { fetchOptions: { headers: { authorization: `Bearer ${p.apiKey}` } } }),
-  });
-  return createBundlerClient({
-    client: chain.publicClient,
-    chain: chain.chain,
-    account,
-    paymaster,
-    transport: http(bundler.url),
-    pollingInterval: 50,
-  });
-}
+const sponsoredClient = (account: Modular7579SmartAccount) => sponsoredBundlerClient(fixture, account);
 
-async function sponsorshipCount(): Promise<number> {
-  const [row] = await t.db.query<{ n: number }>(
-    "SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1",
-    [p.projectId],
-  );
-  return row!.n;
-}
+const sponsorshipCount = () => sponsorshipCountOf(fixture);
 
 /** A call as the sponsorship records it. */
 interface RecordedCall {

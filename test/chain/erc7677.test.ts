@@ -6,30 +6,33 @@
  * the allowlist is refused before it reaches the bundler; stub calls reserve nothing.
  */
 import assert from "node:assert/strict";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { toSimpleSmartAccount } from "permissionless/accounts";
-import { encodeFunctionData, http, parseEther } from "viem";
-import { createBundlerClient, createPaymasterClient, type SmartAccount } from "viem/account-abstraction";
-import { creditDeposit } from "../../src/ledger/ledger.ts";
-import { seedProject, type TestApp } from "../support/app.ts";
-import { type Bundler, startBundler } from "../support/bundler.ts";
+import { http, parseEther } from "viem";
+import { createPaymasterClient, type SmartAccount } from "viem/account-abstraction";
+import type { TestApp } from "../support/app.ts";
+import type { Bundler } from "../support/bundler.ts";
 import type { DevChain } from "../support/chain/anvil.ts";
-import { type DevnetStack, gameItemsAbi } from "../support/chain/devnet.ts";
+import type { DevnetStack } from "../support/chain/devnet.ts";
 import {
-  allowlist,
   balanceOf,
-  MINT_SELECTOR,
   type Project,
   type ServiceOnChain,
   settlementWatcherOn,
-  startServiceOnChain,
 } from "../support/chain-service.ts";
+import {
+  type Erc7677Fixture,
+  mintCall,
+  sponsoredBundlerClient,
+  sponsorshipCount as sponsorshipCountOf,
+  startErc7677Fixture,
+} from "../support/erc7677.ts";
 import { randomAccount } from "../support/userop.ts";
 
 const TANK_WEI = parseEther("2");
 const NOT_ALLOWLISTED = "0x00000000000000000000000000000000000000ee";
 
+let fixture: Erc7677Fixture;
 let service: ServiceOnChain;
 let chain: DevChain;
 let stack: DevnetStack;
@@ -39,41 +42,18 @@ let bundler: Bundler;
 let rpcUrl: string;
 
 before(async () => {
-  service = await startServiceOnChain({ confirmations: 0 });
-  ({ chain, stack, t } = service);
-  bundler = await startBundler({ rpcUrl: chain.rpcUrl, entryPoints: [stack.entryPoint] });
-  p = await seedProject(t);
-  await allowlist(t, p, stack.gameItems, MINT_SELECTOR);
-  await creditDeposit(t.db, { projectId: p.projectId, reference: "erc7677:tank", amountWei: TANK_WEI });
-  await t.app.listen({ port: 0, host: "127.0.0.1" });
-  rpcUrl = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/rpc`;
+  fixture = await startErc7677Fixture({ tankWei: TANK_WEI, tankReference: "erc7677:tank" });
+  ({ service, chain, stack, t, p, bundler, rpcUrl } = fixture);
 });
 
 after(async () => {
-  await bundler?.stop();
-  await service?.stop();
+  await fixture?.stop();
 });
 
-const mint = (itemId: bigint) => ({
-  to: stack.gameItems,
-  data: encodeFunctionData({ abi: gameItemsAbi, functionName: "mint", args: [itemId] }),
-});
+const mint = (itemId: bigint) => mintCall(stack, itemId);
 
-async function sponsoredClient(account: SmartAccount, keyInUrl = false) {
-  const paymaster = createPaymasterClient({
-    transport: http(keyInUrl ? `${rpcUrl}?apikey=${p.apiKey}` : rpcUrl, {
-      fetchOptions: keyInUrl ? {} : { headers: { authorization: `Bearer ${p.apiKey}` } },
-    }),
-  });
-  return createBundlerClient({
-    client: chain.publicClient,
-    chain: chain.chain,
-    account,
-    paymaster,
-    transport: http(bundler.url),
-    pollingInterval: 50,
-  });
-}
+const sponsoredClient = (account: SmartAccount, keyInUrl = false) =>
+  sponsoredBundlerClient(fixture, account, { keyInUrl });
 
 async function simpleAccount() {
   return toSimpleSmartAccount({
@@ -84,13 +64,7 @@ async function simpleAccount() {
   });
 }
 
-async function sponsorshipCount(): Promise<number> {
-  const [row] = await t.db.query<{ n: number }>(
-    "SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1",
-    [p.projectId],
-  );
-  return row!.n;
-}
+const sponsorshipCount = () => sponsorshipCountOf(fixture);
 
 /** Sends the calls, settles, and checks the tank paid exactly what the EntryPoint charged. */
 async function sendAndSettle(account: SmartAccount, calls: ReturnType<typeof mint>[], keyInUrl = false) {

@@ -204,7 +204,6 @@ BEGIN
   END IF;
 
   IF v_taken > 0 THEN
-    INSERT INTO daily_usage AS u (project_id, day, spent) VALUES (p_project, v_day, v_taken)
-      ON CONFLICT (project_id, day) DO UPDATE SET spent = u.spent + EXCLUDED.spent;
+    PERFORM daily_usage_adjust(p_project, v_day, v_taken);
   END IF;
 END $$;
