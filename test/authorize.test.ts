@@ -422,8 +422,9 @@ describe("idempotency window", () => {
     const body = bodyFor(p.projectId, { clientNonce: "daily-reward" });
     const first = await authorize(p.apiKey, body);
     assert.equal((await authorize(p.apiKey, body)).body, first.body);
+    // The replay is kept apart from the sponsorship (migration 020); age it as 25 hours passing would.
     await t.db.query(
-      "UPDATE sponsorships SET created_at = created_at - interval '25 hours' WHERE project_id = $1",
+      "UPDATE sponsorship_replays SET created_at = created_at - interval '25 hours' WHERE project_id = $1",
       [p.projectId],
     );
     const later = await authorize(p.apiKey, body);

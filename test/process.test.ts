@@ -534,8 +534,11 @@ describe(`SIGTERM under load (${PG_URL && REDIS_URL ? "PostgreSQL + Redis" : "em
       // accepted and then lost would be a reservation here with no response to match.
       const check = await openDb(store);
       try {
-        const rows = await check.query<{ client_nonce: string; auth_id: string }>(
-          "SELECT client_nonce, auth_id FROM sponsorships WHERE project_id = $1",
+        // Every request here carried a nonce, so each reservation has its replay (migration 020).
+        const rows = await check.query<{ client_nonce: string | null; auth_id: string }>(
+          `SELECT r.client_nonce, s.auth_id FROM sponsorships s
+             LEFT JOIN sponsorship_replays r ON r.project_id = s.project_id AND r.auth_id = s.auth_id
+           WHERE s.project_id = $1`,
           [seeded.projectId],
         );
         const delivered = new Map(
@@ -545,10 +548,10 @@ describe(`SIGTERM under load (${PG_URL && REDIS_URL ? "PostgreSQL + Redis" : "em
             ["warm-up", undefined] as const,
           ].map(([nonce, id]) => [nonce, id]),
         );
-        const lost = rows.filter((r) => !delivered.has(r.client_nonce));
+        const lost = rows.filter((r) => r.client_nonce === null || !delivered.has(r.client_nonce));
         assert.deepEqual(lost, [], "a reservation whose response was never delivered");
         for (const r of rows) {
-          const id = delivered.get(r.client_nonce);
+          const id = delivered.get(r.client_nonce!);
           if (id !== undefined) assert.equal(r.auth_id, id);
         }
         assert.equal(rows.length, delivered.size);

@@ -49,10 +49,19 @@ function authorize(p: { projectId: string; apiKey: string }, clientNonce: string
   });
 }
 
+/** The replays kept for the project (migration 020's table), oldest first. */
 async function kept(projectId: string) {
-  return t.db.query<{ nonce: string | null; digest: string | null; response: string | null }>(
-    `SELECT client_nonce AS nonce, request_digest AS digest, response FROM sponsorships
-     WHERE project_id = $1 ORDER BY id`,
+  return t.db.query<{ nonce: string; digest: string | null; response: string | null }>(
+    `SELECT client_nonce AS nonce, request_digest AS digest, response FROM sponsorship_replays
+     WHERE project_id = $1 ORDER BY created_at, client_nonce`,
+    [projectId],
+  );
+}
+
+/** Each sponsorship's row version (xmin): it changes whenever the row is written. */
+async function versions(projectId: string) {
+  return t.db.query<{ auth_id: string; v: string }>(
+    "SELECT auth_id, xmin::text AS v FROM sponsorships WHERE project_id = $1 ORDER BY id",
     [projectId],
   );
 }
@@ -69,17 +78,25 @@ describe("replay retention", () => {
     assert.equal((await authorize(p, "order-1")).body, first.body);
 
     clock += REPLAY_RETENTION_MS - 3_600_000; // order-1 is 23 h + 1 h old, order-2 23 h.
+    const before = await versions(p.projectId);
     assert.equal(await forgetExpiredReplays(t.db, clock, 1000), 1);
-    const [old, young] = await kept(p.projectId);
-    assert.deepEqual(old, { nonce: null, digest: null, response: null });
+    const [young, ...rest] = await kept(p.projectId);
+    assert.deepEqual(rest, []);
     assert.equal(young!.nonce, "order-2");
     assert.ok(young!.response && young!.digest);
+    // Forgetting writes no sponsorship: the rows keep their versions, so the job leaves no dead
+    // row behind in sponsorships and no new entry in its indexes.
+    assert.deepEqual(await versions(p.projectId), before);
 
     // Past 24 hours the nonce is a new request, as it was before retention existed.
     const again = await authorize(p, "order-1");
     assert.equal(again.statusCode, 200);
     assert.notEqual(again.body, first.body);
-    assert.equal((await kept(p.projectId)).length, 3);
+    assert.deepEqual(
+      (await kept(p.projectId)).map((r) => r.nonce),
+      ["order-2", "order-1"],
+    );
+    assert.equal((await versions(p.projectId)).length, 3);
     // The figures are untouched by forgetting (the rollups ignore these columns).
     const events = await t.request({
       method: "GET",
@@ -103,9 +120,7 @@ describe("replay retention", () => {
     // Two passes side by side (two instances): SKIP LOCKED shares the rows, none is cleared twice.
     const [a, b] = await Promise.all([job.pass(), job.pass()]);
     assert.ok(a.forgotten + b.forgotten >= 7);
-    assert.ok(
-      (await kept(p.projectId)).every((r) => r.nonce === null && r.response === null && r.digest === null),
-    );
+    assert.deepEqual(await kept(p.projectId), []);
     assert.equal((await job.pass()).forgotten, 0);
   });
 });

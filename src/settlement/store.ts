@@ -5,7 +5,8 @@
  * Recording an operation and charging its tank happen in one transaction (the caller's, which
  * also remembers the operation's block for reorganisation checks), and the row's key is
  * the log's own identity (chain, block hash, log index), so a watcher that reads a range twice
- * (after a crash, or two instances at once) charges nothing twice.
+ * (after a crash, or two instances at once) charges nothing twice. The row is inserted once,
+ * after the billing, with what was billed: it is never updated but to mark it orphaned.
  */
 import type { Db, Queryable } from "../db/db.ts";
 import { type Billing, billOperation, reverseBilling } from "../ledger/ledger.ts";
@@ -26,29 +27,12 @@ export async function recordOperation(
   paymaster: string,
   op: ChainOperation,
 ): Promise<Recorded> {
-  const inserted = await tx.query(
-    `INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
-         user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
-         billed, unbilled_reason)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 0, 'recording')
-       ON CONFLICT DO NOTHING RETURNING 1`,
-    [
-      chainId,
-      op.blockHash.toLowerCase(),
-      op.logIndex,
-      op.blockNumber.toString(),
-      op.txHash.toLowerCase(),
-      paymaster,
-      op.userOpHash.toLowerCase(),
-      op.sender.toLowerCase(),
-      op.authId?.toLowerCase() ?? null,
-      op.success,
-      op.prefundTooLow,
-      op.actualGasUsed.toString(),
-      op.actualGasCostWei.toString(),
-    ],
+  const key = [chainId, op.blockHash.toLowerCase(), op.logIndex] as const;
+  const seen = await tx.query(
+    "SELECT 1 FROM chain_operations WHERE chain_id = $1 AND block_hash = $2 AND log_index = $3",
+    [...key],
   );
-  if (inserted.length === 0) return { op, billing: null, unbilledWei: 0n, reason: null };
+  if (seen.length > 0) return { op, billing: null, unbilledWei: 0n, reason: null };
   const billing: Billing = op.authId
     ? await billOperation(tx, {
         authId: op.authId.toLowerCase(),
@@ -64,11 +48,37 @@ export async function recordOperation(
   const billedWei = billing.kind === "unbilled" ? 0n : billing.billedWei;
   const unbilledWei = op.actualGasCostWei - billedWei;
   const reason = billing.kind === "unbilled" ? billing.reason : billing.shortfall;
-  await tx.query(
-    `UPDATE chain_operations SET billed = $4, unbilled_reason = $5, project_id = $6
-       WHERE chain_id = $1 AND block_hash = $2 AND log_index = $3`,
-    [chainId, op.blockHash.toLowerCase(), op.logIndex, billedWei.toString(), reason, billing.projectId],
+  // One row, written once with its billing: no second version of it, and nothing for vacuum.
+  const inserted = await tx.query(
+    `INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
+         user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
+         billed, unbilled_reason, project_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+       ON CONFLICT DO NOTHING RETURNING 1`,
+    [
+      ...key,
+      op.blockNumber.toString(),
+      op.txHash.toLowerCase(),
+      paymaster,
+      op.userOpHash.toLowerCase(),
+      op.sender.toLowerCase(),
+      op.authId?.toLowerCase() ?? null,
+      op.success,
+      op.prefundTooLow,
+      op.actualGasUsed.toString(),
+      op.actualGasCostWei.toString(),
+      billedWei.toString(),
+      reason,
+      billing.projectId,
+    ],
   );
+  if (inserted.length === 0) {
+    // Another recorder committed the same log after the look above. Its billing locked the
+    // authorization first, so ours found it settled and wrote nothing, unless it charged: then
+    // this transaction must not commit (the caller's retry finds the operation recorded).
+    if (billing.kind === "charged") throw new Error(`operation ${key.join(":")} was recorded concurrently`);
+    return { op, billing: null, unbilledWei: 0n, reason: null };
+  }
   return { op, billing, unbilledWei, reason };
 }
 

@@ -1,5 +1,5 @@
--- spend.unattributed: the settlement watcher records an operation, then (same transaction)
--- writes what was billed; paid on chain but not (fully) charged to this project's tank. Spend
+-- spend.unattributed: the settlement watcher records an operation with what was billed (one
+-- INSERT, after the billing); paid on chain but not (fully) charged to this project's tank. Spend
 -- that cannot be tied to any project is the operator's concern (chain parity), not a project's.
 CREATE OR REPLACE FUNCTION chain_operations_emit_unattributed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -18,6 +18,6 @@ BEGIN
   RETURN NULL;
 END $$;
 
-CREATE OR REPLACE TRIGGER chain_operations_unattributed_event AFTER UPDATE ON chain_operations
-  FOR EACH ROW WHEN (OLD.unbilled_reason = 'recording' AND NEW.project_id IS NOT NULL
-    AND NEW.billed < NEW.actual_gas_cost) EXECUTE FUNCTION chain_operations_emit_unattributed();
+CREATE OR REPLACE TRIGGER chain_operations_unattributed_event AFTER INSERT ON chain_operations
+  FOR EACH ROW WHEN (NEW.project_id IS NOT NULL AND NEW.billed < NEW.actual_gas_cost)
+  EXECUTE FUNCTION chain_operations_emit_unattributed();

@@ -73,8 +73,8 @@ BEGIN
         RETURN NEXT;
         CONTINUE;
       END IF;
-      SELECT s.request_digest, s.response, s.created_at INTO v_digest, v_response, v_created FROM sponsorships s
-        WHERE s.project_id = p_project AND s.client_nonce = it.nonce;
+      SELECT rp.request_digest, rp.response, rp.created_at INTO v_digest, v_response, v_created
+        FROM sponsorship_replays rp WHERE rp.project_id = p_project AND rp.client_nonce = it.nonce;
       IF FOUND AND v_created >= p_now - interval '24 hours' THEN
         idx := it.idx; outcome := 'replay'; stored_digest := v_digest; stored_response := v_response;
         call_index := NULL; refused_by := NULL;
@@ -83,7 +83,7 @@ BEGIN
       ELSIF FOUND THEN
         -- A nonce is remembered for 24 hours; after that it is free to be used again (the
         -- retention job forgets old nonces too; this covers the time until it has run).
-        UPDATE sponsorships SET client_nonce = NULL WHERE project_id = p_project AND client_nonce = it.nonce;
+        DELETE FROM sponsorship_replays WHERE project_id = p_project AND client_nonce = it.nonce;
       END IF;
     END IF;
 
@@ -182,17 +182,20 @@ BEGIN
   IF jsonb_array_length(v_grants) > 0 THEN
     INSERT INTO sponsorships (auth_id, project_id, api_key_id, chain_id, sender, target, selector,
         estimated_gas, max_gas_cost, max_fee_per_gas, max_priority_fee_per_gas, paymaster,
-        valid_after, valid_until, client_nonce, request_digest, response, created_at, mode, calls,
-        policy_usage, seq)
+        valid_after, valid_until, created_at, mode, calls, policy_usage, seq)
       SELECT g.auth_id, p_project, g.key_id, g.chain_id, g.sender, g.target, g.selector,
           g.gas, g.cost, g.max_fee, g.max_priority_fee, g.paymaster,
-          g.valid_after, g.valid_until, g.nonce, g.digest, g.response, p_now,
+          g.valid_after, g.valid_until, p_now,
           COALESCE(g.mode, 'call'), g.calls, g.counted, v_seq + row_number() OVER (ORDER BY g.idx)
-        FROM jsonb_to_recordset(v_grants) AS g(idx integer, nonce text, digest text, auth_id text,
+        FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text,
           key_id bigint, chain_id integer, sender text, target text, selector text, gas bigint,
           cost numeric, max_fee numeric, max_priority_fee numeric, paymaster text, valid_after bigint,
-          valid_until bigint, response text, mode text, calls jsonb, counted jsonb)
+          valid_until bigint, mode text, calls jsonb, counted jsonb)
         ORDER BY g.idx;
+    INSERT INTO sponsorship_replays (project_id, client_nonce, auth_id, request_digest, response, created_at)
+      SELECT p_project, g.nonce, g.auth_id, g.digest, g.response, p_now
+        FROM jsonb_to_recordset(v_grants) AS g(nonce text, auth_id text, digest text, response text)
+        WHERE g.nonce IS NOT NULL;
     INSERT INTO ledger_entries (project_id, kind, amount, reference)
       SELECT p_project, 'reserve', -g.cost, g.auth_id
         FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text, cost numeric)

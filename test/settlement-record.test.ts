@@ -1,0 +1,111 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import type { Hex } from "viem";
+import type { ChainOperation } from "../src/settlement/scan.ts";
+import { recordOperation } from "../src/settlement/store.ts";
+import {
+  authorizeMint,
+  fundedProject,
+  MINT_SELECTOR,
+  MINT_TARGET,
+  startTestApp,
+  TEST_PAYMASTER,
+  type TestApp,
+} from "./support/app.ts";
+
+/**
+ * Recording a paid operation (settlement/store.ts): one chain_operations row, inserted once with
+ * its billing, never updated afterwards; and two recorders of the same log charge it once.
+ */
+let t: TestApp;
+before(async () => {
+  t = await startTestApp();
+});
+after(() => t.close());
+
+const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}` as Hex;
+function paid(authId: string): ChainOperation {
+  return {
+    blockHash: hex(32),
+    logIndex: 3,
+    blockNumber: 1234n,
+    txHash: hex(32),
+    userOpHash: hex(32),
+    sender: `0x${"ee".repeat(20)}`,
+    authId: authId as Hex,
+    success: true,
+    prefundTooLow: false,
+    actualGasUsed: 60_000n,
+    actualGasCostWei: 1_000_000n,
+  };
+}
+
+async function authorized() {
+  const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 16n);
+  const res = await authorizeMint(t, p);
+  assert.equal(res.statusCode, 200, res.body);
+  return { p, authId: (res.json() as { authorizationId: string }).authorizationId };
+}
+
+async function balanceOf(projectId: string): Promise<bigint> {
+  const [row] = await t.db.query<{ b: string }>(
+    "SELECT gas_tank_balance::text AS b FROM projects WHERE id = $1",
+    [projectId],
+  );
+  return BigInt(row!.b);
+}
+
+describe("recording a paid operation", () => {
+  it("inserts its row once, with what was billed, and never updates it", async () => {
+    const { p, authId } = await authorized();
+    const op = paid(authId);
+    const updates = await t.db.transaction(async (tx) => {
+      const recorded = await recordOperation(tx, 14601, TEST_PAYMASTER, op);
+      assert.equal(recorded.billing?.kind, "charged");
+      // This transaction's own row counts: an insert followed by an update of the same row
+      // (the former way) shows here as one update.
+      const [stats] = await tx.query<{ ins: string; upd: string }>(
+        `SELECT n_tup_ins::text AS ins, n_tup_upd::text AS upd FROM pg_stat_xact_user_tables
+         WHERE relname = 'chain_operations'`,
+      );
+      return stats;
+    });
+    assert.deepEqual(updates, { ins: "1", upd: "0" });
+    const [row] = await t.db.query<{ billed: string; project_id: string; unbilled_reason: string | null }>(
+      "SELECT billed::text, project_id, unbilled_reason FROM chain_operations WHERE block_hash = $1",
+      [op.blockHash],
+    );
+    assert.deepEqual(row, { billed: "1000000", project_id: p.projectId, unbilled_reason: null });
+  });
+
+  it("two recorders of the same log at once charge it once and keep one row", async () => {
+    const { p, authId } = await authorized();
+    const op = paid(authId);
+    const before = await balanceOf(p.projectId);
+    const results = await Promise.allSettled(
+      [0, 1].map(() => t.db.transaction((tx) => recordOperation(tx, 14601, TEST_PAYMASTER, op))),
+    );
+    for (const r of results) assert.equal(r.status, "fulfilled", String((r as PromiseRejectedResult).reason));
+    const recorded = results.map(
+      (r) => (r as PromiseFulfilledResult<Awaited<ReturnType<typeof recordOperation>>>).value,
+    );
+    assert.deepEqual(recorded.map((r) => r.billing?.kind ?? null).sort(), ["charged", null]);
+    const rows = await t.db.query<{ billed: string }>(
+      "SELECT billed::text FROM chain_operations WHERE block_hash = $1",
+      [op.blockHash],
+    );
+    assert.deepEqual(rows, [{ billed: "1000000" }]);
+    // The reservation was 100,000 gas at the fee ceiling; the tank got back all but the 1,000,000 wei.
+    const [s] = await t.db.query<{ max: string }>(
+      "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = $1",
+      [authId],
+    );
+    assert.equal(await balanceOf(p.projectId), before + BigInt(s!.max) - 1_000_000n);
+    const [settles] = await t.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM ledger_entries WHERE reference = $1 AND kind = 'settle'",
+      [authId],
+    );
+    assert.equal(settles!.n, 1);
+  });
+});
