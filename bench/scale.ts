@@ -35,9 +35,9 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  *
  * Knobs: SCALE_OPS (10,000,000), SCALE_BATCH (50 reservations per call, one block of settlements),
  * SCALE_RUNS (20 timed requests per read), SCALE_PROJECTS (20 more small projects in the parity
- * report), RETENTION_BATCH_SIZE (1,000, the service's default), SCALE_KEEP=1 (keep the server or
- * database afterwards, to look at plans; remove it yourself), SCALE_DATABASE_URL (a database to
- * use instead of a server of its own: its autovacuum settings are its own).
+ * report), RETENTION_BATCH_SIZE (1,000, the service's default), SCALE_DATABASE_URL (a server to
+ * create the run's database on instead of one of its own: its autovacuum settings are its own),
+ * SCALE_KEEP=1 (with SCALE_DATABASE_URL: keep that database afterwards, to look at plans).
  */
 
 const ops = Number(process.env.SCALE_OPS ?? 10_000_000);
@@ -145,11 +145,10 @@ async function main() {
     await db?.close();
     await service?.stop();
     await chain.stop();
-    if (process.env.SCALE_KEEP === "1") console.log(`kept database ${database.url}${cluster ? ` (server in ${cluster.dataDir}, running)` : ""}`);
-    else {
-      await database.drop();
-      await cluster?.destroy();
-    }
+    // A server of the bench's own goes with it; SCALE_KEEP keeps a database on a given server.
+    if (process.env.SCALE_KEEP === "1" && !cluster) console.log(`kept database ${database.url}`);
+    else await database.drop();
+    await cluster?.destroy();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
@@ -316,11 +315,10 @@ async function settleBlock(db: Db, projectId: string, from: number, to: number, 
       projectId,
       moved!.refund,
     ]);
-    await tx.query("SELECT daily_usage_adjust($1, ($2::timestamptz AT TIME ZONE 'UTC')::date, -$3::numeric)", [
-      projectId,
-      new Date(atMs - 30_000),
-      moved!.refund,
-    ]);
+    await tx.query(
+      "SELECT daily_usage_adjust($1, ($2::timestamptz AT TIME ZONE 'UTC')::date, -$3::numeric)",
+      [projectId, new Date(atMs - 30_000), moved!.refund],
+    );
   });
 }
 
