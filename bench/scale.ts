@@ -339,6 +339,7 @@ const RELATIONS = [
   "daily_usage",
   "event_outbox",
   "sponsorship_replays",
+  "sponsorship_status_index",
 ];
 
 async function relationBytes(db: Db): Promise<number> {

@@ -91,6 +91,10 @@ describe("analytics events: cursor and filters", () => {
     const all = (await walk(p, "", 200)).seen;
     const cases: [string, (e: Ev) => boolean][] = [
       ["status=success", (e) => e.status === "success"],
+      // Statuses other than success are read through sponsorship_status_index (migration 021).
+      ["status=pending", (e) => e.status === "pending"],
+      ["status=expired", (e) => e.status === "expired"],
+      [`status=pending&sender=${SENDERS[0]}`, (e) => e.status === "pending" && e.sender === SENDERS[0]],
       [`sender=${SENDERS[1]!.toUpperCase().replace("0X", "0x")}`, (e) => e.sender === SENDERS[1]],
       [`target=${TARGETS[1]}&status=expired`, (e) => e.target === TARGETS[1] && e.status === "expired"],
       [

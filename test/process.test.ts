@@ -102,7 +102,10 @@ function assertOneFailure(result: Awaited<ReturnType<typeof runToExit>>, code: n
   return fatal[0]!;
 }
 
-describe("start-up failures: one log line, a non-zero exit, no stack trace", () => {
+// The cases run side by side (each start-up is a second or two of one process's CPU): none shares
+// a port, a directory or a server with another, and none registers in `started`, which afterEach
+// empties after every test.
+describe("start-up failures: one log line, a non-zero exit, no stack trace", { concurrency: true }, () => {
   it("a bad setting exits 2 naming the variable", async () => {
     const result = await runToExit({ DATA_DIR: tempDir(), PORT: "70000" });
     const line = assertOneFailure(result, 2, /^invalid configuration: PORT: must be between 0 and 65535$/);
@@ -211,7 +214,7 @@ describe("start-up failures: one log line, a non-zero exit, no stack trace", () 
   });
 
   it("ALLOW_INSECURE_DEFAULTS=true runs production on the defaults, with one warning each", async () => {
-    const server = await startServer({
+    const server = await startServerProcess({
       NODE_ENV: "production",
       DATA_DIR: dataDirWithDb(),
       ALLOW_INSECURE_DEFAULTS: "true",

@@ -379,6 +379,22 @@ describe("analytics rollups", () => {
           await topSenders(t.db, projectId, "operations", 100),
           await topSendersFromScratch(t.db, projectId),
         );
+        // sponsorship_status_index (migration 021) holds exactly the sponsorships that are not a
+        // success, with their columns as they are now.
+        const copied = `project_id, chain_id, status, sender, paymaster, valid_after::text, valid_until::text,
+          max_gas_cost::text`;
+        assert.deepEqual(
+          await t.db.query(
+            `SELECT sponsorship_id::text AS sid, ${copied} FROM sponsorship_status_index
+             WHERE project_id = $1 ORDER BY sponsorship_id`,
+            [projectId],
+          ),
+          await t.db.query(
+            `SELECT id::text AS sid, ${copied} FROM sponsorships WHERE project_id = $1 AND status <> 'success'
+             ORDER BY id`,
+            [projectId],
+          ),
+        );
       }),
       { numRuns: 20 },
     );

@@ -67,7 +67,7 @@ describe("recording a paid operation", () => {
       // (the former way) shows here as one update.
       const [stats] = await tx.query<{ ins: string; upd: string }>(
         `SELECT n_tup_ins::text AS ins, n_tup_upd::text AS upd FROM pg_stat_xact_user_tables
-         WHERE relname = 'chain_operations'`,
+         WHERE relid = 'chain_operations'::regclass`,
       );
       return stats;
     });
@@ -77,6 +77,35 @@ describe("recording a paid operation", () => {
       [op.blockHash],
     );
     assert.deepEqual(row, { billed: "1000000", project_id: p.projectId, unbilled_reason: null });
+  });
+
+  it("settling a sponsorship is a HOT update: no index of sponsorships names a column it writes", async () => {
+    // What a settlement, release or reversal writes (ledger.ts markSettled, release, reverseBilling).
+    const written = ["status", "actual_gas", "actual_gas_cost", "tx_hash", "user_op_hash", "settled_at"];
+    const indexes = await t.db.query<{ def: string }>(
+      `SELECT pg_get_indexdef(i.indexrelid) AS def FROM pg_index i
+       WHERE i.indrelid = 'sponsorships'::regclass`,
+    );
+    assert.ok(indexes.length >= 5);
+    for (const { def } of indexes) {
+      for (const column of written)
+        assert.ok(!new RegExp(`\\b${column}\\b`).test(def), `${def} names ${column}`);
+    }
+    // And so the row's new version stays on its page (fillfactor leaves the room).
+    const { authId } = await authorized();
+    const stats = await t.db.transaction(async (tx) => {
+      const recorded = await recordOperation(tx, 14601, TEST_PAYMASTER, paid(authId));
+      assert.equal(recorded.billing?.kind, "charged");
+      const [row] = await tx.query<{ upd: string; hot: string }>(
+        `SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_xact_user_tables
+         WHERE relid = 'sponsorships'::regclass`,
+      );
+      return row;
+    });
+    // PostgreSQL's transaction view can also hold the same connection's earlier, unflushed counts:
+    // every update it shows must be HOT, and this one among them.
+    assert.ok(Number(stats!.upd) >= 1, JSON.stringify(stats));
+    assert.equal(stats!.hot, stats!.upd, JSON.stringify(stats));
   });
 
   it("two recorders of the same log at once charge it once and keep one row", async () => {

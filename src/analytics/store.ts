@@ -153,19 +153,27 @@ export async function events(
   page: { limit: number; offset: number; afterId?: number | null; filters?: EventFilters },
 ): Promise<EventsPage> {
   const { limit, offset, afterId = null, filters = {} } = page;
-  const where = ["project_id = $1"];
+  // A status other than success is looked up in sponsorship_status_index (migration 021), which
+  // holds only those rows; success, most of the history, is a filter on the project's ids.
+  const byStatus = filters.status !== undefined && filters.status !== "success";
+  const s = byStatus ? "s." : "";
+  const where = [byStatus ? "x.project_id = $1" : "project_id = $1"];
   const params: unknown[] = [projectId];
   const add = (clause: string, value: unknown) => {
     params.push(value);
     where.push(clause.replace("?", `$${params.length}`));
   };
-  if (filters.status) add("status = ?", filters.status);
-  if (filters.sender) add("sender = ?", filters.sender);
-  if (filters.target) add("target = ?", filters.target);
-  if (filters.fromMs !== undefined) add("created_at >= ?", new Date(filters.fromMs));
-  if (filters.toMs !== undefined) add("created_at < ?", new Date(filters.toMs));
+  if (filters.status) add(byStatus ? "x.status = ?" : "status = ?", filters.status);
+  if (filters.sender) add(`${s}sender = ?`, filters.sender);
+  if (filters.target) add(`${s}target = ?`, filters.target);
+  if (filters.fromMs !== undefined) add(`${s}created_at >= ?`, new Date(filters.fromMs));
+  if (filters.toMs !== undefined) add(`${s}created_at < ?`, new Date(filters.toMs));
+  const from = byStatus
+    ? "sponsorship_status_index x JOIN sponsorships s ON s.id = x.sponsorship_id"
+    : "sponsorships";
+  const id = byStatus ? "x.sponsorship_id" : "id";
   const matching = where.join(" AND ");
-  if (afterId !== null) add("id < ?", afterId);
+  if (afterId !== null) add(`${id} < ?`, afterId);
   const n = params.length;
   // Unfiltered and by offset: the page is a range of the project's sequence numbers (migration
   // 013), one index seek at any depth. Otherwise the offset is skipped on the id index.
@@ -177,12 +185,12 @@ export async function events(
            WHERE project_id = $1 AND seq <= (SELECT sponsorships_seq FROM projects WHERE id = $1) - $3
            ORDER BY seq DESC LIMIT $2`
         : `SELECT ${EVENT_COLUMNS} FROM sponsorships WHERE project_id = $1 AND id IN (
-             SELECT id FROM sponsorships WHERE ${where.join(" AND ")}
-             ORDER BY id DESC LIMIT $${n + 1} OFFSET $${n + 2})
+             SELECT ${id} FROM ${from} WHERE ${where.join(" AND ")}
+             ORDER BY ${id} DESC LIMIT $${n + 1} OFFSET $${n + 2})
            ORDER BY id DESC`,
       [...params, limit + 1, offset],
     ),
-    eventsTotal(db, projectId, filters, matching, params.slice(0, afterId === null ? n : n - 1)),
+    eventsTotal(db, projectId, filters, from, matching, params.slice(0, afterId === null ? n : n - 1)),
   ]);
   const more = rows.length > limit;
   const shown = more ? rows.slice(0, limit) : rows;
@@ -203,6 +211,7 @@ async function eventsTotal(
   db: Queryable,
   projectId: string,
   filters: EventFilters,
+  from: string,
   matching: string,
   params: unknown[],
 ): Promise<{ total: number; totalCapped?: true }> {
@@ -218,7 +227,7 @@ async function eventsTotal(
     return { total: Number(rows[0]?.n ?? 0) };
   }
   const rows = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM (SELECT 1 FROM sponsorships WHERE ${matching}
+    `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${from} WHERE ${matching}
        LIMIT ${FILTERED_TOTAL_CAP + 1}) m`,
     params,
   );
@@ -247,8 +256,8 @@ export async function topSenders(
   const order = by === "cost" ? "cost_wei DESC, operations DESC" : "operations DESC, cost_wei DESC";
   const rows = await db.query<{ sender: string; operations: string; cost: string; pending: number }>(
     `SELECT r.sender, r.operations::text AS operations, r.cost_wei::text AS cost,
-       (SELECT count(*)::int FROM sponsorships s
-         WHERE s.project_id = r.project_id AND s.sender = r.sender AND s.status = 'pending') AS pending
+       (SELECT count(*)::int FROM sponsorship_status_index x
+         WHERE x.project_id = r.project_id AND x.sender = r.sender AND x.status = 'pending') AS pending
      FROM (SELECT project_id, sender, operations, cost_wei FROM rollup_project_senders
            WHERE project_id = $1 AND operations > 0 ORDER BY ${order}, sender LIMIT $2) r
      ORDER BY ${order}, sender`,

@@ -43,7 +43,7 @@ export async function lastBlockAtOrBefore(
 /** The earliest authorization still pending on the chain (its valid_after), if any. */
 export async function earliestPendingSec(db: Queryable, chainId: number): Promise<number | null> {
   const rows = await db.query<{ t: string | null }>(
-    "SELECT min(valid_after)::text AS t FROM sponsorships WHERE chain_id = $1 AND status = 'pending'",
+    "SELECT min(valid_after)::text AS t FROM sponsorship_status_index WHERE chain_id = $1 AND status = 'pending'",
     [chainId],
   );
   return rows[0]?.t ? Number(rows[0].t) : null;

@@ -125,7 +125,7 @@ async function promisedOnChain(db: Queryable, chainId: number) {
   const [tanks, reserved] = await Promise.all([
     db.query<{ tanks: string }>("SELECT COALESCE(sum(gas_tank_balance), 0)::text AS tanks FROM projects"),
     db.query<{ paymaster: string | null; reserved: string }>(
-      `SELECT paymaster, sum(max_gas_cost)::text AS reserved FROM sponsorships
+      `SELECT paymaster, sum(max_gas_cost)::text AS reserved FROM sponsorship_status_index
        WHERE chain_id = $1 AND status = 'pending' GROUP BY paymaster`,
       [chainId],
     ),

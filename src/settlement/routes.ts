@@ -252,7 +252,7 @@ async function promisedWei(
 ): Promise<{ tanksWei: bigint; reservedWei: bigint }> {
   const rows = await db.query<{ tanks: string; reserved: string }>(
     `SELECT (SELECT COALESCE(sum(gas_tank_balance), 0) FROM projects)::text AS tanks,
-       (SELECT COALESCE(sum(max_gas_cost), 0) FROM sponsorships
+       (SELECT COALESCE(sum(max_gas_cost), 0) FROM sponsorship_status_index
          WHERE chain_id = $1 AND status = 'pending')::text AS reserved`,
     [chainId],
   );

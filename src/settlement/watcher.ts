@@ -299,8 +299,9 @@ async function releaseExpired(
   const cursor = await readCursor(db, chainId, options.name);
   if (cursor === null || cursor === 0n) return 0;
   const scope = releaseScope(options.releases ?? { allBut: [] }, options.paymaster);
+  // Pending reservations are found through sponsorship_status_index (migration 021).
   const oldest = await db.query<{ valid_until: string | null }>(
-    `SELECT min(valid_until)::text AS valid_until FROM sponsorships
+    `SELECT min(valid_until)::text AS valid_until FROM sponsorship_status_index
      WHERE chain_id = $1 AND status = 'pending' AND ${scope.predicate}`,
     [chainId, scope.param],
   );
@@ -309,9 +310,12 @@ async function releaseExpired(
   const cutoffSec = readThrough.timestamp - BigInt(marginSec);
   if (BigInt(oldest[0].valid_until) >= cutoffSec) return 0;
   const rows = await db.query<{ auth_id: string }>(
-    `SELECT auth_id FROM sponsorships
-     WHERE chain_id = $1 AND status = 'pending' AND ${scope.predicate} AND valid_until < $3
-     ORDER BY valid_until LIMIT 500`,
+    `SELECT s.auth_id FROM (
+       SELECT sponsorship_id, valid_until FROM sponsorship_status_index
+       WHERE chain_id = $1 AND status = 'pending' AND ${scope.predicate} AND valid_until < $3
+       ORDER BY valid_until LIMIT 500) x
+     JOIN sponsorships s ON s.id = x.sponsorship_id
+     ORDER BY x.valid_until`,
     [chainId, scope.param, cutoffSec.toString()],
   );
   let released = 0;

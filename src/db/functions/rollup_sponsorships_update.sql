@@ -1,5 +1,5 @@
--- Only rows whose contribution changed take part: the retention job and the reservation's
--- forgetting of old nonces change other columns, and cost one empty comparison.
+-- Only rows whose contribution changed take part: an update of other columns costs one empty
+-- comparison.
 CREATE OR REPLACE FUNCTION rollup_sponsorships_update() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   v_rows rollup_delta[];

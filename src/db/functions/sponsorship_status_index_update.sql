@@ -1,0 +1,26 @@
+-- sponsorship_status_index (migration 021) follows every change of a sponsorship's status or of
+-- the columns it copies: the old entry goes, and the new one comes unless the status is success.
+-- Rows whose copied columns did not change cost one comparison.
+CREATE OR REPLACE FUNCTION sponsorship_status_index_update() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  v_changed bigint[];
+BEGIN
+  v_changed := ARRAY(
+    SELECT n.id FROM old_rows o JOIN new_rows n ON n.id = o.id
+    WHERE (o.project_id, o.chain_id, o.status, o.sender, o.paymaster, o.valid_after, o.valid_until, o.max_gas_cost)
+      IS DISTINCT FROM
+      (n.project_id, n.chain_id, n.status, n.sender, n.paymaster, n.valid_after, n.valid_until, n.max_gas_cost));
+  IF cardinality(v_changed) = 0 THEN
+    RETURN NULL;
+  END IF;
+  DELETE FROM sponsorship_status_index WHERE sponsorship_id = ANY (v_changed);
+  INSERT INTO sponsorship_status_index (sponsorship_id, project_id, chain_id, status, sender, paymaster,
+      valid_after, valid_until, max_gas_cost)
+    SELECT n.id, n.project_id, n.chain_id, n.status, n.sender, n.paymaster, n.valid_after, n.valid_until,
+        n.max_gas_cost
+      FROM new_rows n WHERE n.id = ANY (v_changed) AND n.status <> 'success';
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER sponsorships_status_index_update AFTER UPDATE ON sponsorships
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION sponsorship_status_index_update();
