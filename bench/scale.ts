@@ -363,13 +363,14 @@ async function measureSizes(db: Db) {
     relname: string;
     upd: string;
     hot: string;
+    del: string;
     dead: string;
     live: string;
     vacuums: string;
   }>(
-    `SELECT relname, n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot, n_dead_tup::text AS dead,
-       n_live_tup::text AS live, autovacuum_count::text AS vacuums
-     FROM pg_stat_user_tables WHERE relname = ANY($1::text[]) AND n_tup_upd > 0 ORDER BY relname`,
+    `SELECT relname, n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot, n_tup_del::text AS del,
+       n_dead_tup::text AS dead, n_live_tup::text AS live, autovacuum_count::text AS vacuums
+     FROM pg_stat_user_tables WHERE relname = ANY($1::text[]) AND n_tup_upd + n_tup_del > 0 ORDER BY relname`,
     [RELATIONS],
   );
   return {
@@ -441,11 +442,13 @@ function printTable(rows: string[][], sizes: Awaited<ReturnType<typeof measureSi
   console.log(
     `  of which, per operation: ${sizes.byRelation.map(([r, n]) => `${r} ${(n / ops).toFixed(0)}`).join(", ")}`,
   );
-  console.log("| table | updates | of them HOT | dead rows left | live rows | autovacuum runs |");
-  console.log("|---|---:|---:|---:|---:|---:|");
+  console.log("| table | updates | of them HOT | deletes | dead rows left | live rows | autovacuum runs |");
+  console.log("|---|---:|---:|---:|---:|---:|---:|");
   for (const t of sizes.stats) {
     const share = Number(t.upd) > 0 ? ` (${((100 * Number(t.hot)) / Number(t.upd)).toFixed(0)} %)` : "";
-    console.log(`| ${t.relname} | ${t.upd} | ${t.hot}${share} | ${t.dead} | ${t.live} | ${t.vacuums} |`);
+    console.log(
+      `| ${t.relname} | ${t.upd} | ${t.hot}${share} | ${t.del} | ${t.dead} | ${t.live} | ${t.vacuums} |`,
+    );
   }
 }
 
