@@ -33,13 +33,15 @@ before(async () => {
   t = await startTestApp({ env: { WEBHOOK_RETENTION_DAYS: String(RETENTION_DAYS) } });
   fast = webhookWorker(t.db, {
     retry: { baseDelayMs: 10, maxDelayMs: 20, maxAttempts: 2 },
-    timeoutMs: 500,
+    // The receivers answer at once; a loaded machine (test files side by side) must not turn a
+    // slow answer into a retry, which would change the attempt counts these tests assert.
+    timeoutMs: 10_000,
     pollIntervalMs: 50,
     keyring: t.services.keyring,
   });
   slow = webhookWorker(t.db, {
     retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 5 },
-    timeoutMs: 500,
+    timeoutMs: 10_000,
     pollIntervalMs: 50,
     keyring: t.services.keyring,
   });
