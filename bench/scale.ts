@@ -288,7 +288,7 @@ const phases = { reserve: 0, settle: 0, retention: 0 };
 async function settleBlock(db: Db, projectId: string, from: number, to: number, atMs: number) {
   const at = new Date(atMs);
   await db.transaction(async (tx) => {
-    const [moved] = await tx.query<{ refund: string; cost: string }>(
+    const [moved] = await tx.query<{ refund: string; refunds: string[]; refs: string[] }>(
       `WITH s AS (
          UPDATE sponsorships SET status = CASE WHEN seq % 50 = 0 THEN 'reverted' ELSE 'success' END,
            actual_gas = 90000 + seq % 1000, actual_gas_cost = 90000000000000 + seq % 1000,
@@ -297,9 +297,6 @@ async function settleBlock(db: Db, projectId: string, from: number, to: number, 
          WHERE project_id = $1 AND seq BETWEEN $2 AND $3 AND status = 'pending'
          RETURNING auth_id, seq, sender, paymaster, status, actual_gas, max_gas_cost - actual_gas_cost AS refund,
            actual_gas_cost, tx_hash, user_op_hash),
-       l AS (
-         INSERT INTO ledger_entries (project_id, kind, amount, reference)
-         SELECT $1, 'settle', s.refund, s.auth_id FROM s ORDER BY s.auth_id),
        o AS (
          INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
              user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
@@ -308,12 +305,16 @@ async function settleBlock(db: Db, projectId: string, from: number, to: number, 
            s.paymaster, s.user_op_hash, s.sender, s.auth_id, s.status = 'success', false, s.actual_gas,
            s.actual_gas_cost, s.actual_gas_cost, NULL, $1
          FROM s ORDER BY s.seq)
-       SELECT sum(refund)::text AS refund, sum(actual_gas_cost)::text AS cost FROM s`,
+       SELECT sum(refund)::text AS refund, array_agg(refund ORDER BY seq) AS refunds,
+         array_agg(auth_id ORDER BY seq) AS refs
+       FROM s`,
       [projectId, from, to, at],
     );
-    await tx.query("UPDATE projects SET gas_tank_balance = gas_tank_balance + $2::numeric WHERE id = $1", [
+    // The `settle` entries and the balance, through the ledger's one writer, as billOperation does.
+    await tx.query("SELECT ledger_move($1, 'settle', $2::numeric[], $3::text[])", [
       projectId,
-      moved!.refund,
+      moved!.refunds,
+      moved!.refs,
     ]);
     await tx.query(
       "SELECT daily_usage_adjust($1, ($2::timestamptz AT TIME ZONE 'UTC')::date, -$3::numeric)",

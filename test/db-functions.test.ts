@@ -65,6 +65,21 @@ describe("one writer per money table", () => {
       ["src/db/functions/daily_usage_adjust.sql"],
     );
   });
+
+  it("ledger entries and the tanks' balances are written by ledger_move.sql alone", () => {
+    const writes = /(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+ledger_entries\b|gas_tank_balance\s*=/i;
+    const writers = [
+      ...sqlFiles("functions/").map((f) => ({ file: `src/db/functions/${f}`, text: read("functions/", f) })),
+      ...sourceFiles(new URL("../src/", import.meta.url)).map((file) => ({
+        file,
+        text: readFileSync(file, "utf8"),
+      })),
+    ].filter((f) => writes.test(f.text));
+    assert.deepEqual(
+      writers.map((f) => f.file),
+      ["src/db/functions/ledger_move.sql"],
+    );
+  });
 });
 
 /** Every TypeScript file under a folder, by path relative to the repository. */

@@ -322,19 +322,16 @@ export async function creditDeposit(
   return tx ? apply(tx) : db.transaction(apply);
 }
 
-/** Appends one entry and moves the cached balance by the same amount, unless the reference exists. */
+/**
+ * Appends one entry and moves the cached balance by the same amount, unless the reference exists:
+ * db/functions/ledger_move.sql, the one writer of both.
+ */
 async function move(tx: Queryable, projectId: string, kind: string, amountWei: bigint, reference: string) {
-  const inserted = await tx.query(
-    `INSERT INTO ledger_entries (project_id, kind, amount, reference) VALUES ($1, $2, $3, $4)
-     ON CONFLICT (kind, reference) DO NOTHING RETURNING id`,
+  const [row] = await tx.query<{ n: number }>(
+    "SELECT ledger_move($1, $2, ARRAY[$3::numeric], ARRAY[$4::text]) AS n",
     [projectId, kind, amountWei.toString(), reference],
   );
-  if (inserted.length === 0) return false;
-  await tx.query("UPDATE projects SET gas_tank_balance = gas_tank_balance + $2::numeric WHERE id = $1", [
-    projectId,
-    amountWei.toString(),
-  ]);
-  return true;
+  return row!.n === 1;
 }
 
 async function giveBackDailyUsage(tx: Queryable, projectId: string, day: string, amountWei: bigint) {

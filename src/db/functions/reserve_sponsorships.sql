@@ -196,14 +196,11 @@ BEGIN
       SELECT p_project, g.nonce, g.auth_id, g.digest, g.response, p_now
         FROM jsonb_to_recordset(v_grants) AS g(nonce text, auth_id text, digest text, response text)
         WHERE g.nonce IS NOT NULL;
-    INSERT INTO ledger_entries (project_id, kind, amount, reference)
-      SELECT p_project, 'reserve', -g.cost, g.auth_id
-        FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text, cost numeric)
-        ORDER BY g.idx;
-    -- One update of the project's row per batch: its sequence number and its balance.
-    UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants),
-        gas_tank_balance = gas_tank_balance - v_taken
-      WHERE id = p_project;
+    -- The batch's `reserve` entries and the balance they take, through the ledger's one writer.
+    PERFORM ledger_move(p_project, 'reserve',
+      ARRAY(SELECT -g.cost FROM jsonb_to_recordset(v_grants) AS g(idx integer, cost numeric) ORDER BY g.idx),
+      ARRAY(SELECT g.auth_id FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text) ORDER BY g.idx));
+    UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants) WHERE id = p_project;
   END IF;
 
   IF v_taken > 0 THEN
