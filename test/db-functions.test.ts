@@ -51,32 +51,27 @@ describe("database functions in files of their own", () => {
 });
 
 describe("one writer per money table", () => {
-  it("daily_usage is written by daily_usage_adjust.sql alone, in SQL and in TypeScript alike", () => {
-    const writes = /(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+daily_usage\b/i;
-    const writers = [
+  /** The function files and TypeScript sources under src/ whose text matches `writes`. */
+  const writersOf = (writes: RegExp) =>
+    [
       ...sqlFiles("functions/").map((f) => ({ file: `src/db/functions/${f}`, text: read("functions/", f) })),
       ...sourceFiles(new URL("../src/", import.meta.url)).map((file) => ({
         file,
         text: readFileSync(file, "utf8"),
       })),
-    ].filter((f) => writes.test(f.text));
-    assert.deepEqual(
-      writers.map((f) => f.file),
-      ["src/db/functions/daily_usage_adjust.sql"],
-    );
+    ]
+      .filter((f) => writes.test(f.text))
+      .map((f) => f.file);
+
+  it("daily_usage is written by daily_usage_adjust.sql alone, in SQL and in TypeScript alike", () => {
+    assert.deepEqual(writersOf(/(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+daily_usage\b/i), [
+      "src/db/functions/daily_usage_adjust.sql",
+    ]);
   });
 
   it("ledger entries and the tanks' balances are written by ledger_move.sql alone", () => {
-    const writes = /(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+ledger_entries\b|gas_tank_balance\s*=/i;
-    const writers = [
-      ...sqlFiles("functions/").map((f) => ({ file: `src/db/functions/${f}`, text: read("functions/", f) })),
-      ...sourceFiles(new URL("../src/", import.meta.url)).map((file) => ({
-        file,
-        text: readFileSync(file, "utf8"),
-      })),
-    ].filter((f) => writes.test(f.text));
     assert.deepEqual(
-      writers.map((f) => f.file),
+      writersOf(/(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+ledger_entries\b|gas_tank_balance\s*=/i),
       ["src/db/functions/ledger_move.sql"],
     );
   });
