@@ -13,7 +13,9 @@ BEGIN
   IF cardinality(v_changed) = 0 THEN
     RETURN NULL;
   END IF;
-  DELETE FROM sponsorship_status_index WHERE sponsorship_id = ANY (v_changed);
+  -- By the old status and the id: the table's key (migration 021).
+  DELETE FROM sponsorship_status_index x USING old_rows o
+    WHERE o.id = ANY (v_changed) AND x.status = o.status AND x.sponsorship_id = o.id;
   INSERT INTO sponsorship_status_index (sponsorship_id, project_id, chain_id, status, sender, paymaster,
       valid_after, valid_until, max_gas_cost)
     SELECT n.id, n.project_id, n.chain_id, n.status, n.sender, n.paymaster, n.valid_after, n.valid_until,

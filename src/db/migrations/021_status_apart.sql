@@ -11,8 +11,12 @@
 -- columns a settlement writes (status, actual gas and cost, hashes, settled_at) are then in no
 -- index of sponsorships, and with room left on each page (fillfactor) the new version of a row
 -- can stay on its page with no new index entry.
+-- Keyed by status first: pending rows come and go within minutes while failures stay for good,
+-- and with the id first every index page would keep a failure or two and never empty, so the key
+-- grew with every reservation ever made (measured: 78 MB for 72,000 rows after 3.6 million).
+-- Status first, the pending range empties and its pages are reused.
 CREATE TABLE sponsorship_status_index (
-  sponsorship_id bigint PRIMARY KEY REFERENCES sponsorships (id) ON DELETE CASCADE,
+  sponsorship_id bigint NOT NULL REFERENCES sponsorships (id) ON DELETE CASCADE,
   project_id text NOT NULL,
   chain_id integer NOT NULL,
   status text NOT NULL CHECK (status IN ('pending', 'reverted', 'expired')),
@@ -20,7 +24,8 @@ CREATE TABLE sponsorship_status_index (
   paymaster text,
   valid_after bigint NOT NULL,
   valid_until bigint NOT NULL,
-  max_gas_cost numeric(78, 0) NOT NULL
+  max_gas_cost numeric(78, 0) NOT NULL,
+  PRIMARY KEY (status, sponsorship_id)
 );
 -- Releasing expired reservations, the chain's reserved sum and its earliest one (was sponsorships_pending).
 CREATE INDEX sponsorship_status_pending ON sponsorship_status_index (chain_id, valid_until) WHERE status = 'pending';
