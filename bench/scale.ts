@@ -90,7 +90,9 @@ async function main() {
       logPath: join(dataDir, "service.log"),
       readyPath: "/health",
     });
-    const token = await (await localIssuer(dataDir)).issue(`scale-${runId}@example.com`, 3600);
+    // Seeding 10 million operations takes well over an hour: the token must outlive it (a run at
+    // 10 million lost its reads to a one-hour token).
+    const token = await (await localIssuer(dataDir)).issue(`scale-${runId}@example.com`, 86_400);
     const api = apiOf(service.baseUrl, token);
     const slug = `scale-${runId}`;
     const projectId = `scale-${runId}`;
