@@ -12,7 +12,7 @@ import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
 import { creditDeposit, type Reservation, reserveMany } from "../src/ledger/ledger.ts";
 import { forgetExpiredReplays } from "../src/retention/replays.ts";
 import { startChain } from "../test/support/chain/anvil.ts";
-import { type PgCluster, startPgCluster } from "../test/support/pg-cluster.ts";
+import { startPgCluster } from "../test/support/pg-cluster.ts";
 import { benchDatabase } from "./database.ts";
 import { type Child, REPO_ROOT, startChild } from "./processes.ts";
 
@@ -64,7 +64,7 @@ async function main() {
   const chain = await startChain();
   const given = process.env.SCALE_DATABASE_URL;
   const cluster = given ? null : await startPgCluster();
-  const database = given ? await benchDatabase(given, runId) : await clusterDatabase(cluster!, runId);
+  const database = given ? await benchDatabase(given, runId) : await benchDatabase(cluster!.url, runId);
   let service: Child | null = null;
   let db: Db | null = null;
   try {
@@ -392,12 +392,6 @@ async function setting(url: string, name: string): Promise<string> {
   } finally {
     await db.close();
   }
-}
-
-/** A database on the bench's own server, created for the run (the server goes with it). */
-async function clusterDatabase(cluster: PgCluster, runId: string) {
-  const db = await benchDatabase(cluster.url, runId);
-  return db;
 }
 
 function apiOf(baseUrl: string, token: string) {

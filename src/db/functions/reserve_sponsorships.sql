@@ -42,6 +42,8 @@ DECLARE
   v_grants jsonb := '[]'::jsonb;
   v_batch_nonces jsonb := '{}'::jsonb;
   v_seq bigint;
+  v_amounts numeric[];
+  v_refs text[];
   it record;
 BEGIN
   IF p_dry THEN
@@ -197,9 +199,9 @@ BEGIN
         FROM jsonb_to_recordset(v_grants) AS g(nonce text, auth_id text, digest text, response text)
         WHERE g.nonce IS NOT NULL;
     -- The batch's `reserve` entries and the balance they take, through the ledger's one writer.
-    PERFORM ledger_move(p_project, 'reserve',
-      ARRAY(SELECT -g.cost FROM jsonb_to_recordset(v_grants) AS g(idx integer, cost numeric) ORDER BY g.idx),
-      ARRAY(SELECT g.auth_id FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text) ORDER BY g.idx));
+    SELECT array_agg(-g.cost ORDER BY g.idx), array_agg(g.auth_id ORDER BY g.idx) INTO v_amounts, v_refs
+      FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text, cost numeric);
+    PERFORM ledger_move(p_project, 'reserve', v_amounts, v_refs);
     UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants) WHERE id = p_project;
   END IF;
 
