@@ -33,7 +33,7 @@ const sqlOf = (file: string) =>
 const emitters = readdirSync(FUNCTIONS)
   .filter((f) => f.endsWith(".sql"))
   .map((file) => ({ file, sql: sqlOf(file) }))
-  .filter(({ sql }) => /emit_event\(/.test(sql));
+  .filter(({ sql }) => /emit_events?\(/.test(sql));
 /** The event types a piece of SQL names (dotted literals such as 'sponsorship.settled'). */
 const typesIn = (sql: string) => [...sql.matchAll(/'([a-z_]+\.[a-z_]+)'/g)].map((m) => m[1]!);
 /** The keys of the JSON objects a piece of SQL builds (the literal before each value). */

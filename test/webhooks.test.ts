@@ -38,7 +38,10 @@ before(async () => {
   t = await startTestApp();
   worker = webhookWorker(t.db, {
     retry: { baseDelayMs: 20, maxDelayMs: 80, maxAttempts: 8 },
-    timeoutMs: 300,
+    // Long enough that a local receiver's immediate answer is never a timeout on a loaded
+    // machine (at 300 ms one was, under a load average of 7, and its retry a second delivery
+    // that an exact count saw); the held answers of the recovery test wait it out.
+    timeoutMs: 1000,
     pollIntervalMs: 50,
     keyring: t.services.keyring,
   });

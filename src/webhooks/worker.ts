@@ -254,9 +254,15 @@ function deliveryPool(p: {
       do {
         again = false;
         while (!p.stopped() && running.size < p.concurrency) {
-          const claimed = await p.claim(p.concurrency - running.size, inFlight);
+          const free = p.concurrency - running.size;
+          const claimed = await p.claim(free, inFlight);
           for (const d of claimed) launch(d);
-          if (claimed.length === 0) break;
+          // Fewer than asked: the claim took everything it could at that moment. Asking again at
+          // once would find only what committed since, at the price of another look over the due
+          // rows, which grows with the backlog when the rows ahead belong to endpoints at their
+          // cap (it did: one look per delivery). A freed slot, a new round (`again`) or the
+          // poll's next tick picks up the rest.
+          if (claimed.length < free) break;
         }
       } while (again && !p.stopped());
     } finally {

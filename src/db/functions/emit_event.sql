@@ -1,6 +1,6 @@
--- The one way SQL writes an event, so that every writer (reservations, settlement, credits,
--- triggers) produces the same row.
+-- One event, for the writers that have one at a time (row-level triggers, the test event of an
+-- endpoint): through emit_events, so that every event is written by the same statement.
 CREATE OR REPLACE FUNCTION emit_event(p_project text, p_type text, p_payload jsonb) RETURNS void
 LANGUAGE sql AS $$
-  INSERT INTO event_outbox (project_id, type, payload) VALUES (p_project, p_type, p_payload);
+  SELECT emit_events(p_type, ARRAY[p_project], ARRAY[p_payload]);
 $$;

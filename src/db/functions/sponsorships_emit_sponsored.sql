@@ -1,8 +1,9 @@
 -- sponsorship.sponsored: statement-level, so a reservation that inserts a batch of
--- authorizations in one statement writes their events in one statement too.
+-- authorizations in one statement writes their events in one statement too (emit_events), and
+-- the outbox's fan-out trigger runs once for the batch.
 CREATE OR REPLACE FUNCTION sponsorships_emit_sponsored() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM emit_event(n.project_id, 'sponsorship.sponsored', jsonb_build_object(
+  PERFORM emit_events('sponsorship.sponsored', array_agg(n.project_id ORDER BY n.id), array_agg(jsonb_build_object(
       'authorizationId', n.auth_id,
       'chainId', n.chain_id,
       'mode', n.mode,
@@ -14,9 +15,10 @@ BEGIN
       'maxGasCost', n.max_gas_cost::text,
       'validAfter', n.valid_after,
       'validUntil', n.valid_until,
-      'sponsoredAt', n.created_at))
-    FROM (SELECT * FROM new_rows ORDER BY id) n
-    WHERE webhook_subscribed(n.project_id, 'sponsorship.sponsored');
+      'sponsoredAt', n.created_at) ORDER BY n.id))
+    FROM new_rows n
+    WHERE webhook_subscribed(n.project_id, 'sponsorship.sponsored')
+    HAVING count(*) > 0;
   RETURN NULL;
 END $$;
 
