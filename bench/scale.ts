@@ -28,7 +28,7 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * reserve → settle → the replay forgotten after 24 hours, in statements of production's sizes).
  * Nothing vacuums or analyzes by hand: autovacuum alone has run when the reads are timed and the
  * sizes taken. It times the overview, events (first page, a deep offset, a cursor deep in the
- * history, a sender filter), the per-day figures, the top senders, parity and the multi-project
+ * history, a sender filter, one day 60 days back, from yesterday on), the per-day figures, the top senders, parity and the multi-project
  * parity report, and prints a table with the sizes, the bytes per operation, the updates that
  * stayed HOT and the dead rows autovacuum had not yet reclaimed. A benchmark: it measures and
  * asserts nothing.
@@ -133,6 +133,11 @@ async function main() {
         `/projects/${projectId}/analytics/events?limit=50&cursor=${encodeCursor(midId)}`,
       ],
       ["events, sender filter", `/projects/${projectId}/analytics/events?limit=50&sender=${senderOf(7)}`],
+      [
+        "events, one day 60 days back",
+        `/projects/${projectId}/analytics/events?limit=50&from=${dayOf(-60)}T00:00:00Z&to=${dayOf(-59)}T00:00:00Z`,
+      ],
+      ["events, from yesterday", `/projects/${projectId}/analytics/events?limit=50&from=${dayOf(-1)}T00:00:00Z`],
       ["daily figures, 90 days", `/projects/${projectId}/analytics/daily?from=${dayOf(-89)}&to=${dayOf(0)}`],
       ["top senders by operations", `/projects/${projectId}/analytics/senders?by=operations&limit=10`],
       ["top senders by cost", `/projects/${projectId}/analytics/senders?by=cost&limit=10`],

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { FILTERED_TOTAL_CAP } from "../src/analytics/store.ts";
+import { events, FILTERED_TOTAL_CAP } from "../src/analytics/store.ts";
+import type { Queryable } from "../src/db/db.ts";
 import { creditDeposit, reserveMany } from "../src/ledger/ledger.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
 
@@ -113,6 +114,61 @@ describe("analytics events: cursor and filters", () => {
       assert.deepEqual(firstPage.json().events, expected.slice(2, 5), query);
     }
     assert.equal((await get(p, "from=2026-11-02T00:00:00Z&to=2026-11-02T00:00:00Z")).statusCode, 400);
+    // A leap second passes the date-time format but is no instant: 400, not a failed query.
+    assert.equal((await get(p, "from=2016-12-31T23:59:60Z")).statusCode, 400);
+  });
+
+  it("a time range reads its own days' rows, not the history after it, and days whose ids overlap stay exact", async () => {
+    const p = await seedProject(t);
+    const day = Date.parse("2026-09-01T00:00:00Z");
+    const HOUR = 3_600_000;
+    // 40 rows whose ids do not follow their time: odd ones at 23:30 on the first day, even ones
+    // at 00:30 the next day (instances' clocks, a reservation made just before midnight and
+    // committed after one made just after); then 3,000 rows over the next 60 days.
+    await insertAt(
+      p.projectId,
+      40,
+      "$2::timestamptz + CASE WHEN g % 2 = 1 THEN interval '23.5 hours' ELSE interval '24.5 hours' END",
+      day,
+    );
+    await insertAt(
+      p.projectId,
+      3_000,
+      "$2::timestamptz + interval '2 days' + (g % 60) * interval '1 day'",
+      day,
+    );
+    const all = (await walk(p, "", 200)).seen;
+    const ranges: [number, number | undefined][] = [
+      [day, day + 24 * HOUR],
+      [day + 24 * HOUR, day + 48 * HOUR],
+      [day + 23 * HOUR, day + 25 * HOUR],
+      [day - 30 * 24 * HOUR, day + 24 * HOUR + 1],
+      [day + 24 * HOUR + 31 * 60_000, undefined],
+    ];
+    for (const [fromMs, toMs] of ranges) {
+      const query = `from=${new Date(fromMs).toISOString()}${toMs === undefined ? "" : `&to=${new Date(toMs).toISOString()}`}`;
+      const expected = all.filter(
+        (e) => Date.parse(e.created_at) >= fromMs && (toMs === undefined || Date.parse(e.created_at) < toMs),
+      );
+      const { seen, total } = await walk(p, query, expected.length < 500 ? 7 : 200);
+      assert.deepEqual(seen, expected, query);
+      assert.equal(total, Math.min(expected.length, FILTERED_TOTAL_CAP), query);
+      assert.deepEqual(
+        (await get(p, `${query}&status=pending&limit=5`)).json().events,
+        expected.slice(0, 5),
+        query,
+      );
+    }
+    // What the first day's page and its total read of sponsorships: its own 40 rows or so, not
+    // the 3,000 made after it (each query as the route sends it, explained and rolled back).
+    const read = await rowsReadBy((db) =>
+      events(db, p.projectId, {
+        limit: 50,
+        offset: 0,
+        filters: { fromMs: day, toMs: day + 24 * HOUR },
+      }),
+    );
+    assert.ok(read <= 2 * 60, `the range's page and total read ${read} rows of sponsorships`);
   });
 
   it("refuses a cursor it did not issue, or a cursor with an offset", async () => {
@@ -218,3 +274,54 @@ describe("analytics events: offset pages by sequence number", () => {
     }
   });
 });
+
+/** `n` pending rows of the project, the g-th created at `at` (SQL over g and $2, the base instant). */
+async function insertAt(projectId: string, n: number, at: string, baseMs: number) {
+  await t.db.transaction(async (tx) => {
+    await tx.query("SET LOCAL statement_timeout = 0");
+    await tx.query(
+      `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
+         max_gas_cost, valid_after, valid_until, created_at)
+       SELECT '0x' || md5($1 || g || $3) || md5(g || $1 || $3), $1, 14601, '${SENDERS[0]}', '${TARGETS[0]}',
+         '0xa0712d68', 1000, 100, 1, 2, ${at}
+       FROM generate_series(1, ${n}) g`,
+      [projectId, new Date(baseMs), randomBytes(4).toString("hex")],
+    );
+  });
+}
+
+/**
+ * Rows of sponsorships that the statements `run` sends read, each explained (ANALYZE) in a
+ * transaction that is rolled back: what its scans of the table returned or filtered out.
+ */
+async function rowsReadBy(run: (db: Queryable) => Promise<unknown>): Promise<number> {
+  const sent: { text: string; values: unknown[] }[] = [];
+  const recorder: Queryable = {
+    query: async (text: string, values?: unknown[]) => {
+      sent.push({ text, values: values ?? [] });
+      return t.db.query(text, values);
+    },
+  } as Queryable;
+  await run(recorder);
+  let total = 0;
+  for (const { text, values } of sent) {
+    const [row] = await t.db.query<{ "QUERY PLAN": unknown }>(
+      `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`,
+      values,
+    );
+    const plan = row!["QUERY PLAN"];
+    const visit = (node: Record<string, unknown>) => {
+      if (node["Relation Name"] === "sponsorships") {
+        const returned = Number(node["Actual Rows"] ?? 0);
+        const removed =
+          Number(node["Rows Removed by Filter"] ?? 0) + Number(node["Rows Removed by Index Recheck"] ?? 0);
+        total += (returned + removed) * Number(node["Actual Loops"] ?? 1);
+      }
+      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) visit(child);
+    };
+    visit(
+      ((typeof plan === "string" ? JSON.parse(plan) : plan) as { Plan: Record<string, unknown> }[])[0]!.Plan,
+    );
+  }
+  return total;
+}

@@ -379,6 +379,18 @@ describe("analytics rollups", () => {
           await topSenders(t.db, projectId, "operations", 100),
           await topSendersFromScratch(t.db, projectId),
         );
+        // Every sponsorship's id lies within its day's bounds (migration 023), which the events'
+        // time filters read as an id range.
+        assert.deepEqual(
+          await t.db.query(
+            `SELECT s.id::text FROM sponsorships s
+             LEFT JOIN rollup_project_days r ON r.project_id = s.project_id
+               AND r.day = (s.created_at AT TIME ZONE 'UTC')::date
+             WHERE s.project_id = $1 AND (r.first_id IS NULL OR s.id NOT BETWEEN r.first_id AND r.last_id)`,
+            [projectId],
+          ),
+          [],
+        );
         // sponsorship_status_index (migration 021) holds exactly the sponsorships that are not a
         // success, with their columns as they are now.
         const copied = `project_id, chain_id, status, sender, paymaster, valid_after::text, valid_until::text,
@@ -406,7 +418,7 @@ describe("analytics rollups", () => {
     ).map((r) => r.id);
     assert.ok(projects.length > 0);
     const kept = await Promise.all(projects.map((id) => stored(t.db, id)));
-    const backfill = ["012_rollups.sql", "015_rollup_senders.sql"]
+    const backfill = ["012_rollups.sql", "015_rollup_senders.sql", "023_day_id_bounds.sql"]
       .map((file) => readFileSync(new URL(`../src/db/migrations/${file}`, import.meta.url), "utf8"))
       .map((sql) => sql.slice(sql.indexOf("-- BEGIN BACKFILL"), sql.indexOf("-- END BACKFILL")))
       .join(";\n");

@@ -199,6 +199,8 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
       }
       const fromMs = from === undefined ? undefined : Date.parse(from);
       const toMs = to === undefined ? undefined : Date.parse(to);
+      // A date-time the format admits but no clock has (a leap second) is not an instant.
+      if (Number.isNaN(fromMs) || Number.isNaN(toMs)) throw invalid("`from` and `to` must be instants");
       if (fromMs !== undefined && toMs !== undefined && fromMs >= toMs)
         throw invalid("`from` must be before `to`");
       const filters = { status, sender: sender?.toLowerCase(), target: target?.toLowerCase(), fromMs, toMs };

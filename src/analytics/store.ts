@@ -172,6 +172,18 @@ export async function events(
     ? "sponsorship_status_index x JOIN sponsorships s ON s.id = x.sponsorship_id"
     : "sponsorships";
   const id = byStatus ? "x.sponsorship_id" : "id";
+  if (filters.fromMs !== undefined || filters.toMs !== undefined) {
+    // A time range is also the id range of its UTC days (migration 023): the index scan starts
+    // at the range's last id and stops at its first, however much history lies on either side.
+    params.push(filters.fromMs === undefined ? null : utcDay(filters.fromMs));
+    params.push(filters.toMs === undefined ? null : utcDay(filters.toMs - 1));
+    const [first, last] = [params.length - 1, params.length];
+    const days = `FROM rollup_project_days WHERE project_id = $1
+      AND ($${first}::date IS NULL OR day >= $${first}::date) AND ($${last}::date IS NULL OR day <= $${last}::date)`;
+    where.push(
+      `${id} BETWEEN COALESCE((SELECT min(first_id) ${days}), 0) AND COALESCE((SELECT max(last_id) ${days}), 0)`,
+    );
+  }
   const matching = where.join(" AND ");
   if (afterId !== null) add(`${id} < ?`, afterId);
   const n = params.length;
@@ -324,4 +336,12 @@ export async function daily(
     costWei: r.cost_wei,
     activeSenders: Number(r.active_senders),
   }));
+}
+
+/**
+ * The UTC day of an instant, as the rollups key it (YYYY-MM-DD); null (no bound on that side) for
+ * an instant before 1970, when no sponsorship was made, and whose year PostgreSQL may not take.
+ */
+function utcDay(ms: number): string | null {
+  return ms >= 0 ? new Date(ms).toISOString().slice(0, 10) : null;
 }
