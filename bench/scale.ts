@@ -28,10 +28,10 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * reserve → settle → the replay forgotten after 24 hours, in statements of production's sizes).
  * Nothing vacuums or analyzes by hand: autovacuum alone has run when the reads are timed and the
  * sizes taken. It times the overview, events (first page, a deep offset, a cursor deep in the
- * history, a sender filter, one day 60 days back, from yesterday on), the per-day figures, the top senders, parity and the multi-project
- * parity report, and prints a table with the sizes, the bytes per operation, the updates that
- * stayed HOT and the dead rows autovacuum had not yet reclaimed. A benchmark: it measures and
- * asserts nothing.
+ * history, a sender filter, one day 60 days back, from yesterday on), the per-day figures, the top
+ * senders, parity and the multi-project parity report, and prints a table with the sizes, the
+ * bytes per operation, the updates that stayed HOT and the dead rows autovacuum had not yet
+ * reclaimed. A benchmark: it measures and asserts nothing.
  *
  * Knobs: SCALE_OPS (10,000,000), SCALE_BATCH (50 reservations per call, one block of settlements),
  * SCALE_RUNS (20 timed requests per read), SCALE_PROJECTS (20 more small projects in the parity
