@@ -158,7 +158,12 @@ export function form(props, fields, submitLabel, action, { resetOnSuccess = true
   return el;
 }
 
-/** A table with a caption; rows are arrays of cells (strings or nodes). */
+/**
+ * A table with a caption; rows are arrays of cells (strings or nodes). At phone width each row is
+ * stacked into a card (styles.css), every cell under its column's name (a label hidden from
+ * assistive technology, which has the header), so no column hides past the screen's edge. The
+ * roles are explicit because a table laid out as blocks loses them in some browsers.
+ */
 export function table(caption, headers, rows, empty = "Nothing yet.") {
   if (rows.length === 0) return h("p", { class: "empty" }, empty);
   return h(
@@ -166,25 +171,32 @@ export function table(caption, headers, rows, empty = "Nothing yet.") {
     { class: "table-wrap", role: "region", "aria-label": caption, tabindex: "0" },
     h(
       "table",
-      {},
+      { role: "table" },
       h("caption", {}, caption),
       h(
         "thead",
-        {},
+        { role: "rowgroup" },
         h(
           "tr",
-          {},
-          headers.map((x) => h("th", { scope: "col" }, x)),
+          { role: "row" },
+          headers.map((x) => h("th", { scope: "col", role: "columnheader" }, x)),
         ),
       ),
       h(
         "tbody",
-        {},
+        { role: "rowgroup" },
         rows.map((cells) =>
           h(
             "tr",
-            {},
-            cells.map((c) => h("td", {}, c)),
+            { role: "row" },
+            cells.map((c, i) =>
+              h(
+                "td",
+                { role: "cell" },
+                headers[i] ? h("span", { class: "cell-label", "aria-hidden": "true" }, headers[i]) : null,
+                h("div", { class: "cell-value" }, c),
+              ),
+            ),
           ),
         ),
       ),
