@@ -122,19 +122,19 @@ export function form(props, fields, submitLabel, action, { resetOnSuccess = true
     errors.el,
   );
   let inFlight = false;
+  const clearErrors = () => {
+    errors.clear();
+    for (const marked of el.querySelectorAll('[aria-invalid="true"]')) marked.removeAttribute("aria-invalid");
+  };
   // `invalid` does not bubble: caught on the way down when the browser's own checks refuse.
   el.addEventListener("invalid", () => el.classList.add("submitted"), true);
-  el.addEventListener("input", (event) => {
-    errors.clear();
-    event.target?.removeAttribute?.("aria-invalid");
-  });
+  el.addEventListener("input", clearErrors);
   el.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (inFlight) return;
     inFlight = true;
     el.classList.add("submitted");
-    errors.clear();
-    for (const marked of el.querySelectorAll('[aria-invalid="true"]')) marked.removeAttribute("aria-invalid");
+    clearErrors();
     button.disabled = true;
     el.setAttribute("aria-busy", "true");
     try {
