@@ -210,7 +210,10 @@ describe("the dashboard's money formatting", () => {
         (wei, decimals) => {
           const text: string = money.formatUnits(wei.toString(), decimals);
           assert.equal(text.replaceAll(",", ""), viemFormatUnits(wei, decimals));
-          assert.equal(money.parseUnits(text, decimals), wei.toString());
+          // Typed back without the grouping commas: a comma in typed text is never a thousands
+          // separator (issue 24: "1,5" became 15), so the grouped form is refused, not multiplied.
+          assert.equal(money.parseUnits(text.replaceAll(",", ""), decimals), wei.toString());
+          if (text.includes(",")) assert.equal(money.parseUnits(text, decimals), null);
         },
       ),
     );

@@ -30,6 +30,11 @@ const Event = Type.Object(
     actual_gas_cost: Wei,
     tx_hash: Type.Union([Type.String(), Type.Null()]),
     user_op_hash: Type.Union([Type.String(), Type.Null()]),
+    valid_until: Type.Integer({
+      description:
+        "Unix time in seconds, end of the authorization's validity: a pending event holds max_gas_cost " +
+        "reserved until then, and is released (expired) when its operation has not appeared by then",
+    }),
   },
   { $id: "TransactionEvent" },
 );

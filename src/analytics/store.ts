@@ -101,6 +101,8 @@ export interface EventRecord {
   actual_gas_cost: string;
   tx_hash: string | null;
   user_op_hash: string | null;
+  /** Unix seconds: the end of the authorization's validity window. */
+  valid_until: number;
 }
 
 export interface EventFilters {
@@ -138,7 +140,8 @@ export function decodeCursor(cursor: string): number | null {
 }
 
 const EVENT_COLUMNS = `id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
-  max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost, tx_hash, user_op_hash`;
+  max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost, tx_hash, user_op_hash,
+  valid_until`;
 
 /**
  * One page of the project's events, newest first. Keyset (`afterId`, from a cursor) reads one
@@ -213,6 +216,7 @@ export async function events(
       estimated_gas: Number(r.estimated_gas),
       actual_gas: Number(r.actual_gas),
       created_at: r.created_at.toISOString(),
+      valid_until: Number(r.valid_until),
     })),
     ...total,
     ...(more ? { nextCursor: encodeCursor(Number(shown[shown.length - 1]!.id)) } : {}),

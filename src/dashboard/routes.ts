@@ -98,19 +98,20 @@ export function contentSecurityPolicy(config: Config): string {
 export const dashboardRoutes: RoutePlugin = async (app, { services }) => {
   const assets = loadAssets();
   const csp = contentSecurityPolicy(services.config);
-  const settings = asset(
-    Buffer.from(JSON.stringify(dashboardSettings(services.config, services.tokens))),
-    "json",
-  );
+  const publicSettings = dashboardSettings(services.config, services.tokens);
+  const settings = asset(Buffer.from(JSON.stringify(publicSettings)), "json");
   const tags = ["dashboard"];
 
-  const send = (reply: FastifyReply, file: Asset, ifNoneMatch: string | undefined) => {
+  const secure = (reply: FastifyReply) =>
     reply
       .header("content-security-policy", csp)
       .header("x-content-type-options", "nosniff")
       .header("referrer-policy", "no-referrer")
       .header("x-frame-options", "DENY")
-      .header("cross-origin-opener-policy", "same-origin")
+      .header("cross-origin-opener-policy", "same-origin");
+
+  const send = (reply: FastifyReply, file: Asset, ifNoneMatch: string | undefined) => {
+    secure(reply)
       // Revalidated on every use (cheap: a 304 by ETag), so a new version is seen at once
       // without hashed file names and a build step.
       .header("cache-control", "no-cache")
@@ -146,12 +147,28 @@ export const dashboardRoutes: RoutePlugin = async (app, { services }) => {
       schema: {
         tags,
         summary: "The dashboard's scripts, styles and settings (static files)",
+        description:
+          "`settings.json` asked with a developer's token also carries `operator` (boolean): whether the " +
+          "caller is one of the service's operators (`OPERATOR_EMAILS`); that answer is not cached.",
         params: Type.Object({ file: Type.String({ maxLength: 80 }) }, { additionalProperties: false }),
         response: fileResponses(["text/javascript", "text/css", "image/svg+xml", "application/json"]),
       },
     },
     async (request, reply) => {
       const { file } = request.params;
+      const principal = request.principal;
+      if (file === "settings.json" && principal?.kind === "developer") {
+        // Asked with a developer's token (the signed-in page asks once per token): the same
+        // settings, and whether this developer is one of the service's operators
+        // (OPERATOR_EMAILS), for the page to offer the operators' section only to them. The API
+        // still decides: the operators' routes refuse everyone else. Per caller: never cached.
+        const operator = services.config.operatorEmails.includes(principal.email);
+        return secure(reply)
+          .header("cache-control", "no-store")
+          .header("vary", "authorization")
+          .type(TYPES.json!)
+          .send(JSON.stringify({ ...publicSettings, operator }));
+      }
       const found = file === "settings.json" ? settings : assets.get(file);
       if (!found) throw notFound("dashboard file");
       return send(reply, found, request.headers["if-none-match"]);

@@ -68,6 +68,7 @@ async function render() {
   if (!currentToken()) return renderSignIn();
   document.getElementById("main-nav").hidden = false;
   renderUser();
+  showOperatorsEntry();
   const route = parseRoute();
   if (!route) {
     location.replace("#/orgs");
@@ -141,6 +142,35 @@ async function projectFrame(ctx, tab, page) {
   );
 }
 
+/** Whether the signed-in developer is an operator, asked once per token (null: not known yet). */
+let operatorOf = { token: null, operator: null };
+
+/**
+ * The operators' entry is offered only to operators: the settings asked with the developer's
+ * token say whether they are one. Until the answer comes, and if it fails, the entry stays hidden
+ * (an operator can still open #/operators; the API decides who is served there).
+ */
+function showOperatorsEntry() {
+  const entry = document.getElementById("nav-operators");
+  const token = currentToken();
+  if (operatorOf.token === token) {
+    entry.hidden = operatorOf.operator !== true;
+    return;
+  }
+  entry.hidden = true;
+  operatorOf = { token, operator: null };
+  get("/dashboard/settings.json")
+    .then((personal) => {
+      if (operatorOf.token !== token) return;
+      operatorOf.operator = personal?.operator === true;
+      entry.hidden = !operatorOf.operator;
+    })
+    .catch(() => {
+      // Unknown: hidden, and asked again on the next page.
+      if (operatorOf.token === token) operatorOf = { token: null, operator: null };
+    });
+}
+
 function renderUser() {
   const email = claims().email ?? "signed in";
   document
@@ -153,6 +183,7 @@ function renderUser() {
 
 function renderSignIn(reason) {
   document.getElementById("main-nav").hidden = true;
+  document.getElementById("nav-operators").hidden = true;
   document.getElementById("user").replaceChildren();
   const notice = errorBox();
   if (reason) notice.show(new Error(reason));

@@ -1,7 +1,7 @@
 // The events table: newest first, paged and filtered by the API (status, sender, target, and a
 // range of UTC days), whatever the length of the history.
-import { get, seg } from "./api.js";
-import { badge, field, h, hex, money, section, table, time } from "./ui.js";
+import { ApiProblem, get, seg } from "./api.js";
+import { badge, errorBox, field, h, hex, InputProblem, money, section, table, time } from "./ui.js";
 
 const PAGE_SIZE = 25;
 const STATUSES = ["", "success", "reverted", "expired", "pending"];
@@ -17,30 +17,27 @@ export async function render(ctx) {
     to: q.get("to") ?? "",
   };
   const page = Math.max(0, Number(q.get("page") ?? 0) || 0);
-  // The API filters on whole addresses; a partial one is said here rather than sent.
-  const partial = ["sender", "target"].filter((k) => filters[k] && !/^0x[0-9a-f]{40}$/.test(filters[k]));
-  let events = [];
-  let total = 0;
-  let note = null;
-  if (partial.length > 0) {
-    note = `${partial.join(" and ")}: enter a whole address (0x and 40 hex digits).`;
-  } else {
-    const params = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String(page * PAGE_SIZE) });
-    if (filters.status) params.set("status", filters.status);
-    if (filters.sender) params.set("sender", filters.sender);
-    if (filters.target) params.set("target", filters.target);
-    // The form's days are UTC and both inclusive; the API's `to` is exclusive.
-    if (filters.from) params.set("from", `${filters.from}T00:00:00.000Z`);
-    if (filters.to) params.set("to", nextDay(filters.to));
-    const res = await get(`/projects/${seg(id)}/analytics/events?${params}`);
-    events = res.events;
-    total = res.total;
-    if (res.totalCapped) note = `More than ${total} events match: narrow the filters to count them.`;
+  const filterErrors = errorBox();
+  // A range that cannot be asked for (typed into the address, say) is said beside the filters;
+  // the page, its filters and its pager stay.
+  const problem = filterProblem(filters);
+  let res = { events: [], total: 0 };
+  if (problem) filterErrors.show(problem);
+  else {
+    try {
+      res = await fetchPage(id, filters, page);
+    } catch (err) {
+      if (!(err instanceof ApiProblem) || err.status !== 400) throw err;
+      filterErrors.show(err);
+    }
   }
+  const { events, total } = res;
+  const note = res.totalCapped ? `More than ${total} events match: narrow the filters to count them.` : null;
   const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
   const link = (p) =>
     `#/projects/${encodeURIComponent(id)}/events?${new URLSearchParams({ ...strip(filters), ...(p ? { page: String(p) } : {}) })}`;
 
+  const apply = h("button", { type: "submit", class: "primary" }, "Apply");
   const filterForm = h(
     "form",
     { class: "inline filters", "aria-label": "Filter events" },
@@ -66,14 +63,42 @@ export async function render(ctx) {
     h(
       "div",
       { class: "actions" },
-      h("button", { type: "submit", class: "primary" }, "Apply"),
+      apply,
       h("a", { href: `#/projects/${encodeURIComponent(id)}/events`, class: "button secondary" }, "Clear"),
     ),
+    filterErrors.el,
   );
-  filterForm.addEventListener("submit", (event) => {
+  filterForm.addEventListener("input", () => filterErrors.clear());
+  filterForm.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const data = Object.fromEntries(new FormData(filterForm).entries());
-    location.hash = `#/projects/${encodeURIComponent(id)}/events?${new URLSearchParams(strip(data))}`;
+    if (apply.disabled) return;
+    const data = strip(Object.fromEntries(new FormData(filterForm).entries()));
+    for (const k of ["sender", "target"]) if (data[k]) data[k] = data[k].trim().toLowerCase();
+    const wanted = { status: "", sender: "", target: "", from: "", to: "", ...data };
+    filterErrors.clear();
+    const refused = filterProblem(wanted);
+    if (refused) {
+      filterErrors.show(refused);
+      return;
+    }
+    // Asked here first, so that a refusal (a 400) leaves the table as it was; the answer is
+    // kept for the render that the new address causes.
+    apply.disabled = true;
+    try {
+      prefetched = { key: `${id}?${new URLSearchParams(data)}`, res: await fetchPage(id, wanted, 0) };
+    } catch (err) {
+      filterErrors.show(err);
+      return;
+    } finally {
+      apply.disabled = false;
+    }
+    const next = `#/projects/${encodeURIComponent(id)}/events?${new URLSearchParams(data)}`;
+    if (location.hash !== next) location.hash = next;
+    else {
+      // The same address: no hashchange, so no render would take the answer.
+      prefetched = null;
+      ctx.refresh();
+    }
   });
 
   const rows = events.map((e) => [
@@ -83,7 +108,7 @@ export async function render(ctx) {
     hex(e.target),
     h("code", {}, e.selector),
     `${e.estimated_gas} / ${e.actual_gas}`,
-    money(e.actual_gas_cost, ctx.currency),
+    cost(e, ctx.currency),
     hex(e.tx_hash),
   ]);
   const pager = h(
@@ -108,6 +133,63 @@ export async function render(ctx) {
       "No events match.",
     ),
     pager,
+  );
+}
+
+/** The answer the filter form already fetched for this address, used once. */
+let prefetched = null;
+
+async function fetchPage(id, filters, page) {
+  const params = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String(page * PAGE_SIZE) });
+  if (filters.status) params.set("status", filters.status);
+  if (filters.sender) params.set("sender", filters.sender.toLowerCase());
+  if (filters.target) params.set("target", filters.target.toLowerCase());
+  // The form's days are UTC and both inclusive; the API's `to` is exclusive.
+  if (filters.from) params.set("from", `${filters.from}T00:00:00.000Z`);
+  if (filters.to) params.set("to", nextDay(filters.to));
+  const key = `${id}?${new URLSearchParams(strip({ ...filters, page: page ? String(page) : "" }))}`;
+  const kept = prefetched;
+  prefetched = null;
+  if (kept?.key === key) return kept.res;
+  return get(`/projects/${seg(id)}/analytics/events?${params}`);
+}
+
+/** Why these filters cannot be asked for, or null: partial addresses, a day that is no day, a backwards range. */
+function filterProblem(filters) {
+  // The API filters on whole addresses; a partial one is said here rather than sent.
+  const partial = ["sender", "target"].filter(
+    (k) => filters[k] && !/^0x[0-9a-f]{40}$/.test(filters[k].toLowerCase()),
+  );
+  if (partial.length > 0)
+    return new InputProblem(`${partial.join(" and ")}: enter a whole address (0x and 40 hex digits).`);
+  const bad = ["from", "to"].filter((k) => filters[k] && !isDay(filters[k]));
+  if (bad.length > 0) return new InputProblem(`${bad.join(" and ")}: not a date; pick a day (YYYY-MM-DD).`);
+  if (filters.from && filters.to && filters.from > filters.to)
+    return new InputProblem(`the range ends (${filters.to}) before it starts (${filters.from}).`);
+  return null;
+}
+
+/** YYYY-MM-DD naming a real day (not 2026-02-30). */
+function isDay(text) {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return false;
+  const d = new Date(`${text}T00:00:00.000Z`);
+  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === text;
+}
+
+/**
+ * What an event cost. A pending one has cost nothing yet but holds its most possible cost
+ * reserved in the tank until its authorization expires: both are shown, or the money looks free.
+ */
+function cost(e, currency) {
+  if (e.status !== "pending") return money(e.actual_gas_cost, currency);
+  const expires = Number.isFinite(e.valid_until) ? new Date(e.valid_until * 1000).toISOString() : null;
+  return h(
+    "span",
+    { class: "reserved" },
+    "≤ ",
+    money(e.max_gas_cost, currency),
+    " reserved",
+    expires ? h("span", { class: "expires" }, " · expires ", time(expires)) : null,
   );
 }
 

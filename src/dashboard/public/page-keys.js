@@ -10,6 +10,7 @@ import {
   field,
   form,
   h,
+  InputProblem,
   section,
   table,
   time,
@@ -54,9 +55,14 @@ export async function render(ctx) {
     "Create key",
     async (data) => {
       const scopes = SCOPES.map(([s]) => s).filter((s) => data[`scope-${s}`]);
+      // The API gives a key without scopes the sponsor scope: a key with none ticked would
+      // silently become what the person just unticked.
+      if (scopes.length === 0) {
+        throw new InputProblem("choose at least one scope for the key", scopeBoxes.querySelector("input"));
+      }
       const created = await post(`/projects/${seg(id)}/apikeys`, {
         rateLimit: Number(data.rateLimit),
-        ...(scopes.length ? { scopes } : {}),
+        scopes,
       });
       showOnce(reveal, created, ctx);
     },

@@ -81,6 +81,8 @@ export async function orgDetail(ctx) {
     const errors = errorBox();
     const select = roleSelect("role", m.role, `Role of ${m.email}`);
     const save = h("button", { type: "button", class: "secondary small" }, "Change role");
+    // The refusal was of the role chosen then: another choice makes it stale.
+    select.addEventListener("change", () => errors.clear());
     save.addEventListener("click", async () => {
       errors.clear();
       save.disabled = true;

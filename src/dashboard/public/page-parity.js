@@ -87,6 +87,8 @@ export async function chainParity(ctx) {
     ],
     "Check",
     load,
+    // A query, not a creation: the chosen chain and block stay for the next check.
+    { resetOnSuccess: false },
   );
   const first = errorBox();
   if (chains[0]) await load({ chainId: chains[0].chainId }).catch((err) => first.show(err));

@@ -2,7 +2,7 @@
 // the project, a cost cap per operation, a campaign window, sender allow- and blocklists), with
 // each cap's usage in its current window. The API decides what a rule may hold and says why not.
 import { api, del, get, seg } from "./api.js";
-import { parseUnits } from "./money.js";
+import { parseAmount } from "./money.js";
 import {
   announce,
   badge,
@@ -12,6 +12,7 @@ import {
   form,
   h,
   hex,
+  InputProblem,
   money,
   section,
   table,
@@ -78,12 +79,14 @@ export async function render(ctx) {
       Object.values(parts),
     ],
     "Save rule",
-    async (data) => {
+    async (data, el) => {
       const body = { kind: data.kind };
       const wanted = KINDS[data.kind].fields;
       if (wanted.includes("maxWei") && data.maxWei.trim()) {
-        body.maxWei = parseUnits(data.maxWei, decimals);
-        if (body.maxWei === null) throw new Error(`the limit must be a decimal amount of ${symbol}`);
+        const amount = parseAmount(data.maxWei, decimals);
+        if (amount.error)
+          throw new InputProblem(`Limit (${symbol}): ${amount.error}`, el.querySelector('[name="maxWei"]'));
+        body.maxWei = amount.wei;
       }
       if (wanted.includes("maxOperations") && data.maxOperations)
         body.maxOperations = Number(data.maxOperations);
@@ -202,6 +205,22 @@ function describeLimit(r, currency) {
   if (r.max_wei !== null) return h("span", {}, money(r.max_wei, currency), window ? ` ${window}` : "");
   if (r.max_operations !== null) return `${r.max_operations} operations ${window}`.trim();
   if (r.kind === "campaign") return `${r.starts_at ?? "…"} → ${r.ends_at ?? "…"}`;
-  if (r.senders) return `${r.senders.length} sender(s)`;
+  if (r.senders) return senderList(r);
   return "—";
+}
+
+/** A sender allow- or blocklist, readable: its count, and every address (whole) when opened. */
+function senderList(r) {
+  const count = `${r.senders.length} sender${r.senders.length === 1 ? "" : "s"}`;
+  if (r.senders.length === 0) return count;
+  return h(
+    "details",
+    { class: "senders" },
+    h("summary", { "aria-label": `${count} of rule ${r.id}` }, count),
+    h(
+      "ul",
+      { class: "address-list" },
+      r.senders.map((address) => h("li", {}, h("code", { class: "address" }, address))),
+    ),
+  );
 }

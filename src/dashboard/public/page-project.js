@@ -1,8 +1,8 @@
 // A project's overview and settings: name, daily cap (typed in the native token, sent in wei),
 // the validity TTL of its authorizations and the sponsor icon wallets show.
 import { get, patch, seg } from "./api.js";
-import { formatUnits, parseUnits } from "./money.js";
-import { announce, facts, field, form, h, hex, money, section, time } from "./ui.js";
+import { formatUnits, parseAmount } from "./money.js";
+import { announce, facts, field, form, h, hex, InputProblem, money, section, time } from "./ui.js";
 
 export async function render(ctx) {
   const id = ctx.projectId;
@@ -44,14 +44,13 @@ export async function render(ctx) {
       ),
     ],
     "Save settings",
-    async (data) => {
+    async (data, el) => {
       let dailyCap = null;
       if (data.dailyCap.trim() !== "") {
-        dailyCap = parseUnits(data.dailyCap, decimals);
-        if (dailyCap === null)
-          throw new Error(
-            `the daily cap must be a decimal amount of ${symbol} with at most ${decimals} decimals`,
-          );
+        const amount = parseAmount(data.dailyCap, decimals);
+        if (amount.error)
+          throw new InputProblem(`Daily cap: ${amount.error}`, el.querySelector('[name="dailyCap"]'));
+        dailyCap = amount.wei;
       }
       await patch(`/projects/${seg(id)}`, {
         name: data.name,

@@ -1,8 +1,8 @@
 // Webhooks (issue 11): event endpoints (the signing secret shown once, on creation and rotation),
 // pausing, deleting, and each endpoint's delivery log with redelivery; the approval webhook asked
 // before each sponsorship is signed; the low-balance alert (balance.low).
-import { ApiProblem, api, del, get, patch, post, seg } from "./api.js";
-import { parseUnits } from "./money.js";
+import { api, del, get, patch, post, seg } from "./api.js";
+import { parseAmount } from "./money.js";
 import {
   announce,
   badge,
@@ -12,6 +12,7 @@ import {
   field,
   form,
   h,
+  InputProblem,
   money,
   section,
   table,
@@ -280,15 +281,16 @@ async function balanceAlertSection(ctx, id) {
       ),
     ],
     "Save alert",
-    async (data) => {
+    async (data, el) => {
       const text = String(data.threshold ?? "").trim();
-      const wei = text === "" ? null : parseUnits(text, decimals);
-      if (text !== "" && (wei === null || wei === "0")) {
-        throw new ApiProblem(400, {
-          title: "Invalid amount",
-          detail: `enter a positive amount of ${symbol} with at most ${decimals} decimals, or nothing to remove the alert`,
-        });
+      const amount = text === "" ? { wei: null } : parseAmount(text, decimals);
+      if (amount.error || amount.wei === "0") {
+        throw new InputProblem(
+          `${amount.error ?? "zero is no threshold"}; enter a positive amount of ${symbol}, or nothing to remove the alert`,
+          el.querySelector('[name="threshold"]'),
+        );
       }
+      const wei = amount.wei;
       await api("PUT", path, { thresholdWei: wei });
       announce("Low-balance alert saved");
       ctx.refresh();

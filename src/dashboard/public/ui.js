@@ -1,5 +1,6 @@
 // Small DOM helpers. Everything is built with createElement and textContent: no HTML strings,
 // so nothing the API returns can become markup.
+import { plainDetail } from "./messages.js";
 import { formatUnits } from "./money.js";
 
 /** h("button", {class: "x", onclick: f, "aria-label": "y"}, "text", child, [children]) */
@@ -73,25 +74,44 @@ export function errorBox() {
   };
 }
 
-/** The problem+json title, detail and code of an API error, or the message of any other. */
+/**
+ * A refusal decided on the page before anything is sent (an amount that is not a plain number,
+ * a key without a scope): shown like the API's, and the control it names is marked invalid.
+ */
+export class InputProblem extends Error {
+  constructor(message, control) {
+    super(message);
+    this.control = control ?? null;
+  }
+}
+
+/**
+ * The problem+json title, detail and code of an API error, or the message of any other. A
+ * schema refusal is said in the form's words (plainDetail); its code stays, small, for support.
+ */
 export function describeError(err) {
   if (err?.problem) {
     const p = err.problem;
     return [
       h("strong", {}, p.title ?? `HTTP ${err.status}`),
       ": ",
-      h("span", { class: "detail" }, p.detail ?? ""),
-      p.code ? h("span", { class: "code" }, ` (${p.code})`) : null,
+      h("span", { class: "detail" }, plainDetail(p.detail ?? "")),
+      p.code ? h("small", { class: "code", title: `Error code ${p.code}` }, ` (${p.code})`) : null,
     ];
   }
-  return [h("strong", {}, "Error"), ": ", h("span", { class: "detail" }, err?.message ?? String(err))];
+  const title = err instanceof InputProblem ? "Not sent" : "Error";
+  return [h("strong", {}, title), ": ", h("span", { class: "detail" }, err?.message ?? String(err))];
 }
 
 /**
- * A form whose submit runs `action(data)`; errors go to its alert box, the button is disabled
- * while it runs. `data` is the form's values by name.
+ * A form whose submit runs `action(data, form)`; errors go to its alert box. One submission at a
+ * time: the button is disabled and a second submit (a double click, Enter again) is ignored
+ * until the first is answered; after success the form is reset, so the same values are not sent
+ * twice by accident (`resetOnSuccess: false` for forms that are queries, not creations). An
+ * error is cleared by the next submit and by any edit, since it described the values sent.
+ * Invalid fields are marked only after a submit was tried (the `submitted` class; see the CSS).
  */
-export function form(props, fields, submitLabel, action) {
+export function form(props, fields, submitLabel, action, { resetOnSuccess = true } = {}) {
   const errors = errorBox();
   const button = h("button", { type: "submit", class: "primary" }, submitLabel);
   const el = h(
@@ -101,16 +121,36 @@ export function form(props, fields, submitLabel, action) {
     h("div", { class: "actions" }, button),
     errors.el,
   );
+  let inFlight = false;
+  const clearErrors = () => {
+    errors.clear();
+    for (const marked of el.querySelectorAll('[aria-invalid="true"]')) marked.removeAttribute("aria-invalid");
+  };
+  // `invalid` does not bubble: caught on the way down when the browser's own checks refuse.
+  el.addEventListener("invalid", () => el.classList.add("submitted"), true);
+  el.addEventListener("input", clearErrors);
   el.addEventListener("submit", async (event) => {
     event.preventDefault();
-    errors.clear();
+    if (inFlight) return;
+    inFlight = true;
+    el.classList.add("submitted");
+    clearErrors();
     button.disabled = true;
     el.setAttribute("aria-busy", "true");
     try {
       await action(Object.fromEntries(new FormData(el).entries()), el);
+      if (resetOnSuccess) {
+        el.reset();
+        el.classList.remove("submitted");
+      }
     } catch (err) {
       errors.show(err);
+      if (err instanceof InputProblem && err.control) {
+        err.control.setAttribute("aria-invalid", "true");
+        err.control.focus();
+      }
     } finally {
+      inFlight = false;
       button.disabled = false;
       el.removeAttribute("aria-busy");
     }
@@ -118,7 +158,12 @@ export function form(props, fields, submitLabel, action) {
   return el;
 }
 
-/** A table with a caption; rows are arrays of cells (strings or nodes). */
+/**
+ * A table with a caption; rows are arrays of cells (strings or nodes). At phone width each row is
+ * stacked into a card (styles.css), every cell under its column's name (a label hidden from
+ * assistive technology, which has the header), so no column hides past the screen's edge. The
+ * roles are explicit because a table laid out as blocks loses them in some browsers.
+ */
 export function table(caption, headers, rows, empty = "Nothing yet.") {
   if (rows.length === 0) return h("p", { class: "empty" }, empty);
   return h(
@@ -126,25 +171,32 @@ export function table(caption, headers, rows, empty = "Nothing yet.") {
     { class: "table-wrap", role: "region", "aria-label": caption, tabindex: "0" },
     h(
       "table",
-      {},
+      { role: "table" },
       h("caption", {}, caption),
       h(
         "thead",
-        {},
+        { role: "rowgroup" },
         h(
           "tr",
-          {},
-          headers.map((x) => h("th", { scope: "col" }, x)),
+          { role: "row" },
+          headers.map((x) => h("th", { scope: "col", role: "columnheader" }, x)),
         ),
       ),
       h(
         "tbody",
-        {},
+        { role: "rowgroup" },
         rows.map((cells) =>
           h(
             "tr",
-            {},
-            cells.map((c) => h("td", {}, c)),
+            { role: "row" },
+            cells.map((c, i) =>
+              h(
+                "td",
+                { role: "cell" },
+                headers[i] ? h("span", { class: "cell-label", "aria-hidden": "true" }, headers[i]) : null,
+                h("div", { class: "cell-value" }, c),
+              ),
+            ),
           ),
         ),
       ),
