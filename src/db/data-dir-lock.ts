@@ -211,7 +211,8 @@ function ageMs(path: string): number {
   }
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process with this pid exists (EPERM: it does, under another user). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -13,6 +13,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { processAlive } from "../../src/db/data-dir-lock.ts";
 
 /** Below Linux's default ephemeral range (32768–60999), above the well-known services'. */
 const FIRST_PORT = 20_000;
@@ -47,7 +48,7 @@ function claim(port: number): boolean {
     writeFileSync(file, String(process.pid), { flag: "wx" });
   } catch {
     const owner = Number(readFileSafe(file));
-    if (Number.isInteger(owner) && owner > 0 && alive(owner)) return false;
+    if (Number.isInteger(owner) && owner > 0 && processAlive(owner)) return false;
     rmSync(file, { force: true });
     try {
       writeFileSync(file, String(process.pid), { flag: "wx" });
@@ -69,15 +70,6 @@ function readFileSafe(file: string): string {
     return readFileSync(file, "utf8");
   } catch {
     return "";
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
