@@ -170,34 +170,47 @@ describe("webhook fairness across projects", () => {
     const busyEndpoint = await addWebhookEndpoint(t, busy, "https://hooks.example.com/busy", ["balance.low"]);
     await addWebhookEndpoint(t, other, "https://hooks.example.com/other", ["balance.low"]);
     const backlog = 2_000;
-    const emit = (projectId: string, n: number) =>
-      t.db.query(
-        `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[$2::int]),
-           array_fill(jsonb_build_object('balance', '1', 'threshold', '2'), ARRAY[$2::int]))`,
-        [projectId, n],
-      );
-    await emit(busy.projectId, backlog);
-    await emit(other.projectId, 1);
+    await emitBalanceLow(busy.projectId, backlog);
+    await emitBalanceLow(other.projectId, 1);
     const caps = { perEndpoint: 2, perProject: 4 };
     const inFlight = {
       byEndpoint: new Map([[busyEndpoint.id, 2]]),
       byProject: new Map([[busy.projectId, 2]]),
     };
-    const claim = claimStatement(16, 60_000, caps, inFlight);
-    const read = await t.db
-      .transaction(async (tx) => {
-        const [row] = await tx.query<{ "QUERY PLAN": unknown }>(
-          `EXPLAIN (ANALYZE, FORMAT JSON) ${claim.text}`,
-          claim.values,
-        );
-        throw new PlanRead(rowsRead(row!["QUERY PLAN"], "webhook_deliveries"));
-      })
-      .catch((err: unknown) => {
-        if (err instanceof PlanRead) return err.rows;
-        throw err;
-      });
-    assert.ok(read < 50, `the claim read ${read} rows of webhook_deliveries with ${backlog} waiting`);
+    const read = await claimRowsRead(claimStatement(16, 60_000, caps, inFlight));
+    // Its window (16 × 8 of the oldest due rows) and a few more: not the backlog.
+    assert.ok(read < 16 * 8 + 50, `the claim read ${read} rows of webhook_deliveries with ${backlog} waiting`);
     const claimed = await claimDue(t.db, 16, 60_000, caps, inFlight, t.services.keyring);
+    assert.deepEqual(
+      claimed.map((d) => d.projectId),
+      [other.projectId],
+    );
+  });
+
+  it("a claim does not visit endpoints whose deliveries wait for a later retry, when few are due", async () => {
+    // 300 endpoints, each with a delivery scheduled for a retry an hour from now (receivers that
+    // fail for a day keep such rows), and one due delivery elsewhere: the claim takes it, reading
+    // the due rows only, not a row or an index entry per waiting endpoint.
+    const [failing, other] = [await project(), await project()];
+    await t.db.query(
+      `INSERT INTO webhook_endpoints (project_id, url, event_types, secret)
+       SELECT $1, 'https://hooks.example.com/failing/' || g, ARRAY['balance.low'], 'v1:k:sealed:secret'
+       FROM generate_series(1, 300) g`,
+      [failing.projectId],
+    );
+    await emitBalanceLow(failing.projectId, 1);
+    await t.db.query(
+      `UPDATE webhook_deliveries d SET next_attempt_at = now() + interval '1 hour'
+       FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.project_id = $1 AND d.status = 'pending'`,
+      [failing.projectId],
+    );
+    await addWebhookEndpoint(t, other, "https://hooks.example.com/other", ["balance.low"]);
+    await emitBalanceLow(other.projectId, 1);
+    const caps = { perEndpoint: 2, perProject: 4 };
+    const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
+    const read = await claimRowsRead(claimStatement(16, 60_000, caps, idle));
+    assert.ok(read < 50, `the claim read ${read} rows of webhook_deliveries with 300 endpoints waiting`);
+    const claimed = await claimDue(t.db, 16, 60_000, caps, idle, t.services.keyring);
     assert.deepEqual(
       claimed.map((d) => d.projectId),
       [other.projectId],
@@ -314,6 +327,49 @@ describe("request deadlines survive garbage collection", () => {
     assert.match(outcome.kind === "refused" ? outcome.detail : "", /no answer within 300 ms/);
   });
 });
+
+/** `n` balance.low events of the project, written by the store's own emit_events. */
+async function emitBalanceLow(projectId: string, n: number) {
+  await t.db.query(
+    `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[$2::int]),
+       array_fill(jsonb_build_object('balance', '1', 'threshold', '2'), ARRAY[$2::int]))`,
+    [projectId, n],
+  );
+}
+
+/**
+ * Rows of webhook_deliveries a claim reads: its plan, explained (ANALYZE) and rolled back, plus
+ * the plan of the window it reads through webhook_claim_window (a function's plan is not in its
+ * caller's), explained under the function's own settings with the claim's window size.
+ */
+async function claimRowsRead(claim: { text: string; values: unknown[] }): Promise<number> {
+  return t.db
+    .transaction(async (tx) => {
+      const [row] = await tx.query<{ "QUERY PLAN": unknown }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) ${claim.text}`,
+        claim.values,
+      );
+      const [fn] = await tx.query<{ body: string; settings: string[] }>(
+        "SELECT prosrc AS body, proconfig AS settings FROM pg_proc WHERE proname = 'webhook_claim_window'",
+      );
+      for (const setting of fn!.settings) {
+        const [name, value] = setting.split("=");
+        await tx.query(`SET LOCAL ${name} = ${value}`);
+      }
+      const windowSize = claim.values[8] as number;
+      const [inner] = await tx.query<{ "QUERY PLAN": unknown }>(
+        `EXPLAIN (ANALYZE, FORMAT JSON) ${fn!.body.trim().replace(/;$/, "").replaceAll("p_limit", String(windowSize))}`,
+      );
+      throw new PlanRead(
+        rowsRead(row!["QUERY PLAN"], "webhook_deliveries") +
+          rowsRead(inner!["QUERY PLAN"], "webhook_deliveries"),
+      );
+    })
+    .catch((err: unknown) => {
+      if (err instanceof PlanRead) return err.rows;
+      throw err;
+    });
+}
 
 /** Carries a plan's figure out of a transaction that is rolled back (EXPLAIN ANALYZE ran the claim). */
 class PlanRead extends Error {

@@ -45,15 +45,27 @@ export interface InFlight {
 }
 
 /**
+ * The oldest due rows a claim looks at first, per row it may claim: reading a few times the
+ * claim's size leaves room for the rows a cap sets aside and still gives other projects' rows a
+ * place in it.
+ */
+const SCAN_PER_CLAIM = 8;
+
+/**
  * Claims up to `limit` due deliveries, oldest first, without taking any endpoint or project past
  * its cap counting what `inFlight` says is already running.
  *
- * The claim visits every endpoint that has pending deliveries, one descent of
- * webhook_deliveries_pending_by_endpoint each (a loose index scan), and takes from each only as
- * many of its oldest due rows as its cap leaves room for; the project caps are then applied over
- * those, oldest first. Its cost follows the number of endpoints with something pending, not the
- * number of deliveries waiting: a tenant with a backlog of a million costs a claim what a tenant
- * with one does, and no other tenant's delivery waits behind it.
+ * Most claims find what they can take among the oldest due rows: a window of
+ * `limit × SCAN_PER_CLAIM` of them, read in due order from webhook_deliveries_due
+ * (db/functions/webhook_claim_window.sql, which keeps that plan without statistics). A full window
+ * may hide other endpoints' due rows behind one endpoint's backlog (an endpoint at its cap, or a
+ * receiver slower than its events arrive); then the claim also visits each endpoint that has
+ * pending deliveries, one descent of webhook_deliveries_pending_by_endpoint each (a loose index
+ * scan), for the oldest due rows its cap leaves room for. Either way what a claim reads is
+ * bounded: the window, plus two index descents per endpoint with pending deliveries when the
+ * window is full, never the backlog itself. (Reading in due order alone read a busy endpoint's
+ * whole backlog on every claim, to take nothing from it; visiting every endpoint alone cost
+ * every claim a descent per endpoint with a retry scheduled for later, however few were due.)
  *
  * The caps are this instance's: `inFlight` is the worker's own count, and leases are not told
  * apart from scheduled retries in the table (both are a pending row with next_attempt_at ahead),
@@ -116,28 +128,43 @@ export function claimStatement(
        SELECT * FROM unnest($3::bigint[], $4::int[]) AS b (endpoint_id, n)),
      busy_project AS (
        SELECT * FROM unnest($5::text[], $6::int[]) AS b (project_id, n)),
+     oldest AS MATERIALIZED (
+       SELECT * FROM webhook_claim_window($9)),
+     crowded AS (
+       SELECT count(*) = $9 AS yes FROM oldest),
      waiting AS (
-       (SELECT endpoint_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY endpoint_id LIMIT 1)
+       (SELECT endpoint_id FROM webhook_deliveries WHERE status = 'pending' AND (SELECT yes FROM crowded)
+        ORDER BY endpoint_id LIMIT 1)
        UNION ALL
        SELECT (SELECT d.endpoint_id FROM webhook_deliveries d
                WHERE d.status = 'pending' AND d.endpoint_id > w.endpoint_id ORDER BY d.endpoint_id LIMIT 1)
        FROM waiting w WHERE w.endpoint_id IS NOT NULL),
-     due AS (
-       SELECT h.id, h.next_attempt_at, e.project_id, COALESCE(bp.n, 0) AS project_busy
+     beyond AS (
+       SELECT h.id, w.endpoint_id, h.next_attempt_at
        FROM waiting w
-       JOIN webhook_endpoints e ON e.id = w.endpoint_id AND e.enabled
-       LEFT JOIN busy_endpoint be ON be.endpoint_id = e.id
-       LEFT JOIN busy_project bp ON bp.project_id = e.project_id
+       LEFT JOIN busy_endpoint be ON be.endpoint_id = w.endpoint_id
        CROSS JOIN LATERAL (
          SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
-         WHERE d.status = 'pending' AND d.endpoint_id = e.id AND d.next_attempt_at <= now()
+         WHERE d.status = 'pending' AND d.endpoint_id = w.endpoint_id AND d.next_attempt_at <= now()
          ORDER BY d.next_attempt_at, d.id
-         LIMIT GREATEST($7 - COALESCE(be.n, 0), 0)) h
-       WHERE COALESCE(bp.n, 0) < $8),
-     chosen AS (
-       SELECT id FROM (SELECT due.*,
-           row_number() OVER (PARTITION BY project_id ORDER BY next_attempt_at, id) AS nth_in_project
+         LIMIT GREATEST($7 - COALESCE(be.n, 0), 0)) h),
+     due AS (
+       SELECT c.id, c.next_attempt_at, c.endpoint_id, e.project_id,
+         COALESCE(be.n, 0) AS endpoint_busy, COALESCE(bp.n, 0) AS project_busy
+       FROM (SELECT * FROM oldest UNION SELECT * FROM beyond) c
+       JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.enabled
+       LEFT JOIN busy_endpoint be ON be.endpoint_id = c.endpoint_id
+       LEFT JOIN busy_project bp ON bp.project_id = e.project_id
+       WHERE COALESCE(be.n, 0) < $7 AND COALESCE(bp.n, 0) < $8),
+     within_endpoint AS (
+       SELECT * FROM (SELECT due.*,
+           row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, id) AS nth
          FROM due) r
+       WHERE endpoint_busy + nth <= $7),
+     chosen AS (
+       SELECT id FROM (SELECT w.*,
+           row_number() OVER (PARTITION BY project_id ORDER BY next_attempt_at, id) AS nth_in_project
+         FROM within_endpoint w) r
        WHERE project_busy + nth_in_project <= $8
        ORDER BY next_attempt_at, id LIMIT $1),
      claimed AS (
@@ -161,6 +188,7 @@ export function claimStatement(
       [...inFlight.byProject.values()],
       caps.perEndpoint,
       caps.perProject,
+      limit * SCAN_PER_CLAIM,
     ],
   };
 }
@@ -223,7 +251,7 @@ export async function recordAttempt(
 
 /**
  * Deliveries waiting for an attempt (status pending, whether due or scheduled), counted up to
- * `cap`: the partial index webhook_deliveries_pending_by_endpoint holds exactly these rows, so the
+ * `cap`: the partial index webhook_deliveries_due holds exactly these rows, so the
  * read stays bounded however long the backlog grows. For the metrics (services.ts).
  */
 export async function countPending(db: Queryable, cap: number): Promise<number> {
