@@ -137,7 +137,10 @@ async function main() {
         "events, one day 60 days back",
         `/projects/${projectId}/analytics/events?limit=50&from=${dayOf(-60)}T00:00:00Z&to=${dayOf(-59)}T00:00:00Z`,
       ],
-      ["events, from yesterday", `/projects/${projectId}/analytics/events?limit=50&from=${dayOf(-1)}T00:00:00Z`],
+      [
+        "events, from yesterday",
+        `/projects/${projectId}/analytics/events?limit=50&from=${dayOf(-1)}T00:00:00Z`,
+      ],
       ["daily figures, 90 days", `/projects/${projectId}/analytics/daily?from=${dayOf(-89)}&to=${dayOf(0)}`],
       ["top senders by operations", `/projects/${projectId}/analytics/senders?by=operations&limit=10`],
       ["top senders by cost", `/projects/${projectId}/analytics/senders?by=cost&limit=10`],

@@ -179,7 +179,10 @@ describe("webhook fairness across projects", () => {
     };
     const read = await claimRowsRead(claimStatement(16, 60_000, caps, inFlight));
     // Its window (16 × 8 of the oldest due rows) and a few more: not the backlog.
-    assert.ok(read < 16 * 8 + 50, `the claim read ${read} rows of webhook_deliveries with ${backlog} waiting`);
+    assert.ok(
+      read < 16 * 8 + 50,
+      `the claim read ${read} rows of webhook_deliveries with ${backlog} waiting`,
+    );
     const claimed = await claimDue(t.db, 16, 60_000, caps, inFlight, t.services.keyring);
     assert.deepEqual(
       claimed.map((d) => d.projectId),
