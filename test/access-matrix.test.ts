@@ -293,6 +293,11 @@ const ROUTES: RouteCase[] = [
     expect: READ_PROJECT,
   },
   {
+    name: "GET /projects/:id/deposits",
+    request: () => ({ method: "GET", url: "/projects/mxp/deposits" }),
+    expect: READ_PROJECT,
+  },
+  {
     name: "GET /projects/:id/funding-accounts/:chainId",
     request: () => ({ method: "GET", url: "/projects/mxp/funding-accounts/14601" }),
     expect: READ_PROJECT,
