@@ -346,6 +346,11 @@ const ROUTES: RouteCase[] = [
     expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
   },
   {
+    name: "GET /projects/:id/analytics/money",
+    request: () => ({ method: "GET", url: "/projects/mxp/analytics/money" }),
+    expect: READ_PROJECT,
+  },
+  {
     name: "GET /projects/:id/analytics/overview",
     request: () => ({ method: "GET", url: "/projects/mxp/analytics/overview" }),
     expect: READ_PROJECT,

@@ -1,14 +1,9 @@
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import {
-  encodeDepositCursor,
-  lockLiveDeposit,
-  markDepositOrphaned,
-  recordChainDeposit,
-} from "../src/funding/store.ts";
+import { encodeDepositCursor, lockLiveDeposit, markDepositOrphaned } from "../src/funding/store.ts";
 import { creditDeposit, reverseCredit } from "../src/ledger/ledger.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+import { watchedDeposit as deposit } from "./support/money.ts";
 
 let t: TestApp;
 before(async () => {
@@ -17,29 +12,8 @@ before(async () => {
 after(() => t.close());
 
 type Project = Awaited<ReturnType<typeof seedProject>>;
-const hash = () => `0x${randomBytes(32).toString("hex")}`;
-
-/** Credits a transfer the way the deposit watcher does: recorded with its block, then credited. */
-async function watchedDeposit(p: Project, amountWei: bigint, blockNumber: bigint) {
-  const txHash = hash();
-  const blockHash = hash();
-  await t.db.transaction(async (tx) => {
-    const recorded = await recordChainDeposit(tx, {
-      chainId: 14601,
-      txHash,
-      position: "0",
-      blockNumber,
-      blockHash,
-      projectId: p.projectId,
-      address: p.depositAddress,
-      amountWei,
-    });
-    assert.equal(recorded.kind, "new");
-    if (recorded.kind !== "new") return;
-    await creditDeposit(t.db, { projectId: p.projectId, reference: recorded.reference, amountWei }, tx);
-  });
-  return { txHash, blockHash };
-}
+const watchedDeposit = (p: Project, amountWei: bigint, blockNumber: bigint) =>
+  deposit(t.db, p, amountWei, blockNumber);
 
 async function list(p: Project, query = "", token = p.ownerToken) {
   return t.request({ method: "GET", url: `/projects/${p.projectId}/deposits${query}`, token });

@@ -143,6 +143,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: [...member, "invalid_cursor"],
   },
+  "GET /projects/:id/analytics/money": {
+    operationId: "getMoney",
+    access: "bearer",
+    errors: member,
+  },
   "GET /projects/:id/analytics/daily": {
     operationId: "getDailyAnalytics",
     access: "bearer",
