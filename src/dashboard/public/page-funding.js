@@ -15,10 +15,12 @@ export async function render(ctx) {
   const accounts = await Promise.all(
     ctx.settings.chains.map((c) => get(`/projects/${seg(id)}/funding-accounts/${c.chainId}`)),
   );
-  const [balance, firstPage] = await Promise.all([
+  const [balance, firstPage, figures] = await Promise.all([
     get(`/projects/${seg(id)}/balance`),
     get(`/projects/${seg(id)}/deposits?limit=${PAGE_SIZE}`),
+    get(`/projects/${seg(id)}/analytics/money`),
   ]);
+  const moneySlot = h("div", { "data-money": "" }, moneyFacts(figures, ctx.currency));
   const history = depositHistory(ctx, firstPage);
   const balanceSlot = h("span", { id: "tank-balance" }, money(balance.balance, ctx.currency));
   const creditedSlots = new Map();
@@ -62,12 +64,17 @@ export async function render(ctx) {
   });
   const timer = setInterval(async () => {
     try {
-      const [b, list, newest] = await Promise.all([
+      const [b, list, newest, m] = await Promise.all([
         get(`/projects/${seg(id)}/balance`),
         get(`/projects/${seg(id)}/funding-accounts`),
         get(`/projects/${seg(id)}/deposits?limit=${PAGE_SIZE}`),
+        get(`/projects/${seg(id)}/analytics/money`),
       ]);
       history.refresh(newest);
+      if (JSON.stringify(m) !== JSON.stringify(figures)) {
+        Object.assign(figures, m);
+        moneySlot.replaceChildren(moneyFacts(m, ctx.currency));
+      }
       balanceSlot.replaceChildren(money(b.balance, ctx.currency));
       for (const a of list) {
         creditedSlots.get(a.chain_id)?.replaceChildren(money(a.total_credited, ctx.currency));
@@ -84,6 +91,7 @@ export async function render(ctx) {
     section(
       "Gas tank",
       h("p", { class: "big", "aria-live": "polite" }, "Balance: ", balanceSlot),
+      moneySlot,
       h(
         "p",
         { class: "muted" },
@@ -171,4 +179,21 @@ function depositHistory(ctx, firstPage) {
       if (JSON.stringify([...shown.values()]) !== before) draw();
     },
   };
+}
+
+/** The tank in plain words: what it can spend, what is held, what went, and how long it lasts. */
+function moneyFacts(m, currency) {
+  const days =
+    m.daysOfGasLeft === null
+      ? "no spend in the last 7 days to measure by"
+      : `about ${m.daysOfGasLeft.toLocaleString("en")} days at the last 7 days' average`;
+  return facts([
+    ["Available", money(m.available, currency)],
+    ["Reserved by open authorizations", money(m.reserved, currency)],
+    ["Spent today (UTC)", money(m.spentToday, currency)],
+    ["Spent in the last 7 days", money(m.spentLast7Days, currency)],
+    ["Average spend per day", money(m.averageDailySpend, currency)],
+    ["Spent in total", money(m.spentTotal, currency)],
+    ["Gas left for", h("span", { "data-days-left": m.daysOfGasLeft ?? "" }, days)],
+  ]);
 }
