@@ -334,6 +334,14 @@ describe("the dashboard in a browser", () => {
       [...Array(13).fill(false), true],
       "one active sender, today",
     );
+    // A y axis of labelled round ticks with gridlines, each day's value in a tooltip, and the
+    // running total of spend as a line ending at the whole cost.
+    const ticks = await page.locator("svg.chart.ops .tick text").allTextContents();
+    assert.ok(ticks.length >= 2 && ticks[0] === "0", `ticks ${ticks}`);
+    assert.equal(await page.locator("svg.chart.ops .tick line.grid").count(), ticks.length);
+    assert.match((await page.locator("svg.chart.ops .mark title").last().textContent()) ?? "", /: 1$/);
+    assert.equal(await page.locator("svg.chart.cumulative polyline.line").count(), 1);
+    assert.equal(await page.locator("svg.chart.cumulative circle.point").count(), 14);
     await page.locator("ol.rank code.hex").first().waitFor();
     assert.equal(
       (await page.locator("ol.rank code.hex").first().getAttribute("data-value"))?.toLowerCase(),

@@ -78,5 +78,7 @@ export async function assertAccessibleAtBothWidths(page: Page, label: string): P
     }
   } finally {
     if (before) await page.setViewportSize(before);
+    // Resizing can leave the document unfocused, and the clipboard answers only a focused one.
+    await page.bringToFront();
   }
 }
