@@ -142,7 +142,8 @@ function depositHistory(ctx, firstPage) {
         "No deposits yet: send the native token to a deposit address above.",
       ),
     );
-    more.hidden = !nextCursor;
+    // Taken out of the page rather than hidden: its flex layout would override `hidden`.
+    more.replaceChildren(...(nextCursor ? [older] : []));
   };
   const add = (deposits) => {
     for (const d of deposits) shown.set(d.id, d);
