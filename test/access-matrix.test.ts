@@ -293,6 +293,11 @@ const ROUTES: RouteCase[] = [
     expect: READ_PROJECT,
   },
   {
+    name: "GET /projects/:id/deposits",
+    request: () => ({ method: "GET", url: "/projects/mxp/deposits" }),
+    expect: READ_PROJECT,
+  },
+  {
     name: "GET /projects/:id/funding-accounts/:chainId",
     request: () => ({ method: "GET", url: "/projects/mxp/funding-accounts/14601" }),
     expect: READ_PROJECT,
@@ -339,6 +344,11 @@ const ROUTES: RouteCase[] = [
       payload: { targetContract: GAME, functionSelector: "0x12345678" },
     }),
     expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
+  },
+  {
+    name: "GET /projects/:id/analytics/money",
+    request: () => ({ method: "GET", url: "/projects/mxp/analytics/money" }),
+    expect: READ_PROJECT,
   },
   {
     name: "GET /projects/:id/analytics/overview",

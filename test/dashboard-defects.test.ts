@@ -17,6 +17,7 @@ import {
   startTestApp,
   type TestApp,
 } from "./support/app.ts";
+import { assertNoAxeViolations } from "./support/axe.ts";
 import { type Browser, CHROMIUM, launchBrowser, screenshot } from "./support/dashboard.ts";
 
 const STUDIO = "studio@example.com";
@@ -136,6 +137,7 @@ describe("dashboard defects of issue 24", () => {
       const saved = await api("GET", `/projects/${PROJECT_ID}/balance-alert`);
       assert.equal((saved.json as { thresholdWei: string }).thresholdWei, parseEther("0.05").toString());
       await screenshot(page, `defects-01-amounts-${name}`);
+      await assertNoAxeViolations(page, `defects-01-amounts-${name}`);
     });
   }
 
@@ -197,6 +199,7 @@ describe("dashboard defects of issue 24", () => {
       );
       assert.equal(await row.getByText("0 S", { exact: true }).count(), 0, "no free-looking 0 S");
       await screenshot(page, `defects-03-pending-${name}`);
+      await assertNoAxeViolations(page, `defects-03-pending-${name}`);
     });
 
     test(`4. a bad date range keeps the page, its filters and its table, with the error beside the filters (${name})`, async () => {
@@ -248,6 +251,7 @@ describe("dashboard defects of issue 24", () => {
       assert.match((await alert(filters).textContent()) ?? "", /not a date/);
       assert.equal(await page.getByLabel("Status").inputValue(), "pending");
       await screenshot(page, `defects-04-bad-range-${name}`);
+      await assertNoAxeViolations(page, `defects-04-bad-range-${name}`);
     });
 
     test(`5. a key with no scope ticked is refused on the page and nothing is sent (${name})`, async () => {
@@ -368,6 +372,7 @@ describe("dashboard defects of issue 24", () => {
       for (const s of senders) await row.getByText(s, { exact: true }).waitFor();
       assert.equal(await row.getByText(senders[1]!, { exact: true }).isVisible(), true);
       await screenshot(page, `defects-09-senders-${name}`);
+      await assertNoAxeViolations(page, `defects-09-senders-${name}`);
     });
   }
 
@@ -422,6 +427,7 @@ describe("dashboard defects of issue 24", () => {
       );
       assert.deepEqual(clipped, [], String(hash));
       await screenshot(page, `defects-11-phone-${String(hash).split("/").pop()}`);
+      await assertNoAxeViolations(page, `defects-11-phone-${String(hash).split("/").pop()}`);
     }
     // The header is still there for assistive technology: the table keeps its column headers.
     assert.ok((await page.getByRole("columnheader").count()) > 0);

@@ -14,6 +14,7 @@ import { existsSync, rmSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { type Address, getAddress, parseEther } from "viem";
+import { assertAccessibleAtBothWidths, assertNoAxeViolations } from "./support/axe.ts";
 import { handleOps } from "./support/chain/userop.ts";
 import { authorizedUserOp, MINT_SELECTOR, mintCall, type Project } from "./support/chain-service.ts";
 import {
@@ -97,6 +98,7 @@ describe("the dashboard in a browser", () => {
     await page.goto(url(""));
     await heading().filter({ hasText: "Sign in" }).waitFor();
     await screenshot(page, "01-sign-in");
+    await assertAccessibleAtBothWidths(page, "01-sign-in");
     await page.getByLabel("Email").fill(OPERATOR);
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("heading", { level: 1, name: "Organizations" }).waitFor();
@@ -117,6 +119,7 @@ describe("the dashboard in a browser", () => {
     await alert().waitFor();
     assert.match((await alert().textContent()) ?? "", /the slug 'acme-games' is taken/);
     await screenshot(page, "02-organizations");
+    await assertAccessibleAtBothWidths(page, "02-organizations");
 
     await page.getByRole("link", { name: "Acme Games" }).click();
     await page.getByRole("heading", { level: 1, name: "Acme Games" }).waitFor();
@@ -139,6 +142,7 @@ describe("the dashboard in a browser", () => {
     await me.locator('[role="alert"]').waitFor();
     assert.match((await me.locator('[role="alert"]').textContent()) ?? "", /last_owner|owner/);
     await screenshot(page, "03-organization-members");
+    await assertAccessibleAtBothWidths(page, "03-organization-members");
   });
 
   test("creates a project and changes its daily cap and TTL", async () => {
@@ -155,8 +159,10 @@ describe("the dashboard in a browser", () => {
     assert.equal(await cap.textContent(), "2.5 S");
     assert.equal(await cap.getAttribute("title"), `${parseEther("2.5")} wei`, "wei kept visible");
     await screenshot(page, "04-project-overview");
+    await assertAccessibleAtBothWidths(page, "04-project-overview");
     await open("#/projects", "Projects");
     await screenshot(page, "05-projects");
+    await assertAccessibleAtBothWidths(page, "05-projects");
   });
 
   test("creates an API key, shown once and copied from the clipboard", async () => {
@@ -170,10 +176,12 @@ describe("the dashboard in a browser", () => {
     assert.match(apiKey, /^gsk_/);
     assert.equal(apiKey, await page.getByLabel("The new API key").inputValue());
     await screenshot(page, "06-api-key-created");
+    await assertAccessibleAtBothWidths(page, "06-api-key-created");
     await page.getByRole("button", { name: "I have stored it" }).click();
     await page.getByRole("cell", { name: `${apiKey.slice(0, 12)}…` }).waitFor();
     assert.equal(await page.getByText(apiKey).count(), 0, "the full key is never shown again");
     await screenshot(page, "07-api-keys");
+    await assertAccessibleAtBothWidths(page, "07-api-keys");
   });
 
   test("allowlists the game's mint function", async () => {
@@ -183,6 +191,7 @@ describe("the dashboard in a browser", () => {
     await page.getByRole("button", { name: "Allow", exact: true }).click();
     await page.getByRole("cell", { name: MINT_SELECTOR, exact: true }).waitFor();
     await screenshot(page, "08-allowlist");
+    await assertAccessibleAtBothWidths(page, "08-allowlist");
   });
 
   test("adds a sponsorship policy and shows its usage", async () => {
@@ -208,6 +217,7 @@ describe("the dashboard in a browser", () => {
     await page.getByRole("button", { name: "Usage of rule per-player" }).click();
     await page.getByRole("heading", { name: "Usage of per-player in its current window" }).waitFor();
     await screenshot(page, "09-policies");
+    await assertAccessibleAtBothWidths(page, "09-policies");
   });
 
   test("adds a webhook endpoint, its signing secret shown once", async () => {
@@ -218,6 +228,7 @@ describe("the dashboard in a browser", () => {
     await page.getByRole("heading", { name: "The endpoint's signing secret — shown once" }).waitFor();
     s.t.secrets.add(await page.getByLabel("Signing secret").inputValue());
     await screenshot(page, "10-webhooks");
+    await assertAccessibleAtBothWidths(page, "10-webhooks");
     await page.getByRole("button", { name: "I have stored it" }).click();
     await page.getByRole("link", { name: "https://hooks.example.com/gas" }).waitFor();
   });
@@ -240,6 +251,7 @@ describe("the dashboard in a browser", () => {
     await page.getByRole("button", { name: "Save alert" }).click();
     await page.getByText("Alert below 0.5 S").waitFor();
     await screenshot(page, "10b-approval-and-alert");
+    await assertAccessibleAtBothWidths(page, "10b-approval-and-alert");
     // Removed again: the operation sent later must not wait on an approval receiver that does not exist.
     await page.getByRole("button", { name: "Remove approval webhook" }).click();
     await page.getByRole("button", { name: "Remove", exact: true }).click();
@@ -261,6 +273,7 @@ describe("the dashboard in a browser", () => {
     // The per-chain table is refreshed with the card: no stale "0 S" beside "1.25 S".
     await page.locator("table td .money", { hasText: "1.25 S" }).first().waitFor({ timeout: 10_000 });
     await screenshot(page, "11-funding");
+    await assertAccessibleAtBothWidths(page, "11-funding");
   });
 
   test("one sponsored operation, settled on chain, appears in the events table and the charts", async () => {
@@ -290,6 +303,7 @@ describe("the dashboard in a browser", () => {
       op.sender.toLowerCase(),
     );
     await screenshot(page, "12-events");
+    await assertAccessibleAtBothWidths(page, "12-events");
     // A filter that matches nothing, then one that matches it.
     await page.getByLabel("Status").selectOption("reverted");
     await page.getByRole("button", { name: "Apply" }).click();
@@ -306,6 +320,7 @@ describe("the dashboard in a browser", () => {
     await page.getByText("Page 1 of 1 · 1 event(s)").waitFor();
     assert.equal(await page.locator("tbody tr").count(), 1);
     await screenshot(page, "13-events-filtered");
+    await assertAccessibleAtBothWidths(page, "13-events-filtered");
 
     await open(`#/projects/${PROJECT_ID}/analytics`, /Analytics/);
     assert.equal(await page.locator('[data-status="success"]').textContent(), "1");
@@ -319,6 +334,14 @@ describe("the dashboard in a browser", () => {
       [...Array(13).fill(false), true],
       "one active sender, today",
     );
+    // A y axis of labelled round ticks with gridlines, each day's value in a tooltip, and the
+    // running total of spend as a line ending at the whole cost.
+    const ticks = await page.locator("svg.chart.ops .tick text").allTextContents();
+    assert.ok(ticks.length >= 2 && ticks[0] === "0", `ticks ${ticks}`);
+    assert.equal(await page.locator("svg.chart.ops .tick line.grid").count(), ticks.length);
+    assert.match((await page.locator("svg.chart.ops .mark title").last().textContent()) ?? "", /: 1$/);
+    assert.equal(await page.locator("svg.chart.cumulative polyline.line").count(), 1);
+    assert.equal(await page.locator("svg.chart.cumulative circle.point").count(), 14);
     await page.locator("ol.rank code.hex").first().waitFor();
     assert.equal(
       (await page.locator("ol.rank code.hex").first().getAttribute("data-value"))?.toLowerCase(),
@@ -333,27 +356,32 @@ describe("the dashboard in a browser", () => {
       "top sender",
     );
     await screenshot(page, "14-analytics");
+    await assertAccessibleAtBothWidths(page, "14-analytics");
 
     // The webhook endpoint's delivery log has the operation's events, waiting for the worker.
     await open(`#/projects/${PROJECT_ID}/webhooks`, /Webhooks/);
     await page.getByRole("link", { name: "https://hooks.example.com/gas" }).click();
     await page.getByRole("heading", { name: /Delivery log of endpoint/ }).waitFor();
     await screenshot(page, "18-webhook-deliveries");
+    await assertAccessibleAtBothWidths(page, "18-webhook-deliveries");
   });
 
   test("parity per project, per organization and for the chain (operators)", async () => {
     await open(`#/projects/${PROJECT_ID}/parity`, /Parity/);
     await page.locator(".badge", { hasText: "in sync" }).waitFor();
     await screenshot(page, "15-project-parity");
+    await assertAccessibleAtBothWidths(page, "15-project-parity");
     await open("#/parity", "Funds parity");
     await page.getByRole("cell", { name: PROJECT_ID }).waitFor();
     await screenshot(page, "16-parity");
+    await assertAccessibleAtBothWidths(page, "16-parity");
     await open("#/orgs", "Organizations");
     await page.getByRole("link", { name: "Acme Games" }).click();
     await page.getByRole("heading", { name: "Funds parity of this organization's projects" }).waitFor();
     await open("#/operators", "Chain parity");
     await page.locator("dt", { hasText: "Operations" }).waitFor();
     await screenshot(page, "17-chain-parity");
+    await assertAccessibleAtBothWidths(page, "17-chain-parity");
   });
 
   test("revokes the key, and the API refuses it from then on", async () => {
@@ -364,6 +392,7 @@ describe("the dashboard in a browser", () => {
     await dialog.getByRole("button", { name: "Revoke key" }).click();
     await page.locator("tbody .badge-revoked").waitFor();
     await screenshot(page, "19-api-key-revoked");
+    await assertAccessibleAtBothWidths(page, "19-api-key-revoked");
     for (let i = 0; ; i++) {
       const res = await fetch(`${s.baseUrl}/projects/${PROJECT_ID}/allowlist`, {
         headers: { authorization: `Bearer ${apiKey}` },
@@ -386,6 +415,7 @@ describe("the dashboard in a browser", () => {
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       assert.ok(overflow <= 0, `${name}: the page scrolls sideways by ${overflow}px`);
       await screenshot(page, name);
+      await assertNoAxeViolations(page, `${name} at phone width`);
     }
     await page.setViewportSize(LAPTOP);
     await open("#/orgs", "Organizations");

@@ -1,9 +1,9 @@
 import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
-import { ApiError, invalid } from "../http/problem.ts";
+import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
-import { DAY_MS, daily, decodeCursor, events, overview, topSenders } from "./store.ts";
+import { DAY_MS, daily, decodeCursor, events, money, overview, topSenders } from "./store.ts";
 
 const Overview = Type.Object({
   totalSponsored: Type.Integer({ description: "Operations settled on chain (success or reverted)" }),
@@ -41,6 +41,29 @@ const Event = Type.Object(
 
 const MAX_DAYS = 366;
 
+const Money = Type.Object(
+  {
+    available: {
+      ...Wei,
+      description: "What the tank can still reserve: open authorizations are already taken out",
+    },
+    reserved: { ...Wei, description: "Held by open (pending) authorizations until they settle or expire" },
+    spentTotal: { ...Wei, description: "Settled cost of every operation so far (success or reverted)" },
+    spentToday: { ...Wei, description: "Settled cost of the current UTC day" },
+    spentLast7Days: { ...Wei, description: "Settled cost of the last 7 UTC days, today included" },
+    averageDailySpend: { ...Wei, description: "spentLast7Days ÷ 7, rounded down to a whole wei" },
+    daysOfGasLeft: Type.Union([Type.Number({ minimum: 0 }), Type.Null()], {
+      description:
+        "available ÷ averageDailySpend, rounded down to a tenth of a day; null when nothing was spent in " +
+        "the last 7 days",
+    }),
+    last7Days: Type.Array(Type.Object({ day: Type.String({ format: "date" }), spent: Wei }), {
+      description: "Settled cost per UTC day, oldest first, today last",
+    }),
+  },
+  { $id: "MoneyView" },
+);
+
 export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
   const { db } = services;
   const tags = ["analytics"];
@@ -51,6 +74,25 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       return overview(db, request.params.id, services.now());
+    },
+  );
+
+  app.get(
+    "/projects/:id/analytics/money",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "The gas tank in plain words: available, reserved, spent, and days of gas left",
+        params: ProjectParams,
+        response: responses({ 200: Money }),
+      },
+    },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "project:read");
+      const view = await money(db, request.params.id, services.now());
+      if (!view) throw notFound("project");
+      return view;
     },
   );
 

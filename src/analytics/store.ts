@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { Queryable } from "../db/db.ts";
+import { type MoneySummary, moneySummary, SPEND_WINDOW_DAYS } from "./money.ts";
 
 export const DAY_MS = 86_400_000;
 
@@ -348,4 +349,35 @@ export async function daily(
  */
 function utcDay(ms: number): string | null {
   return ms >= 0 ? new Date(ms).toISOString().slice(0, 10) : null;
+}
+
+/**
+ * The tank in plain words (money.ts): the available balance (the cached balance, which open
+ * reservations have already left), what open authorizations hold (the pending rows of
+ * sponsorship_status_index, migration 021, read through its partial index by project), and the
+ * settled cost in total and per UTC day of the last 7 days, today included, from the rollups.
+ * Null when the project does not exist.
+ */
+export async function money(db: Queryable, projectId: string, nowMs: number): Promise<MoneySummary | null> {
+  const today = Math.floor(nowMs / DAY_MS);
+  const iso = (d: number) => new Date(d * DAY_MS).toISOString().slice(0, 10);
+  const [tank, days] = await Promise.all([
+    db.query<{ available: string; reserved: string; spent: string }>(
+      `SELECT p.gas_tank_balance::text AS available,
+         (SELECT COALESCE(sum(max_gas_cost), 0) FROM sponsorship_status_index
+          WHERE project_id = p.id AND status = 'pending')::text AS reserved,
+         COALESCE((SELECT cost_wei FROM rollup_project_totals WHERE project_id = p.id), 0)::text AS spent
+       FROM projects p WHERE p.id = $1`,
+      [projectId],
+    ),
+    daily(db, projectId, iso(today - SPEND_WINDOW_DAYS + 1), iso(today)),
+  ]);
+  const t = tank[0];
+  if (!t) return null;
+  return moneySummary({
+    availableWei: BigInt(t.available),
+    reservedWei: BigInt(t.reserved),
+    spentTotalWei: BigInt(t.spent),
+    spentByDay: days.map((d) => ({ day: d.day, spentWei: BigInt(d.costWei) })),
+  });
 }

@@ -1,9 +1,9 @@
 import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
-import { notFound } from "../http/problem.ts";
+import { ApiError, notFound } from "../http/problem.ts";
 import { bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
-import { listFundingAccounts, provisionFundingAccount } from "./store.ts";
+import { decodeDepositCursor, listDeposits, listFundingAccounts, provisionFundingAccount } from "./store.ts";
 
 const FundingAccount = Type.Object(
   {
@@ -14,6 +14,30 @@ const FundingAccount = Type.Object(
     total_credited: Wei,
   },
   { $id: "FundingAccount" },
+);
+
+const Deposit = Type.Object(
+  {
+    id: Type.Integer({ description: "The credit's ledger entry id" }),
+    chain_id: Type.Union([Type.Integer(), Type.Null()], {
+      description: "Chain of the transfer; null for a credit that came from no watched transfer",
+    }),
+    tx_hash: Type.Union([Type.String({ pattern: "^0x[0-9a-f]{64}$" }), Type.Null()]),
+    block_number: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+      description: "Block of the transfer, when the deposit watcher recorded it",
+    }),
+    amount: Wei,
+    credited_at: Timestamp,
+    status: Type.Union([Type.Literal("credited"), Type.Literal("reversed")], {
+      description: "`reversed`: a reorganisation removed the transfer's block and the credit was taken back",
+    }),
+    reversed_amount: {
+      ...Wei,
+      description: "What a reorganisation took back of the credit (0 while credited)",
+    },
+    reversed_at: Type.Union([Timestamp, Type.Null()]),
+  },
+  { $id: "Deposit" },
 );
 
 export const fundingRoutes: RoutePlugin = async (app, { services }) => {
@@ -58,6 +82,49 @@ export const fundingRoutes: RoutePlugin = async (app, { services }) => {
       await authorizeProject(db, request, id, "project:read");
       if (!services.config.chains.some((c) => c.chainId === chainId && c.active)) throw notFound("chain");
       return db.transaction((tx) => provisionFundingAccount(tx, services.deposits, id, chainId));
+    },
+  );
+
+  app.get(
+    "/projects/:id/deposits",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "The project's credited deposits, newest first, by cursor",
+        description:
+          "Every deposit credited to the gas tank. A credit a chain reorganisation took back stays listed " +
+          "with `status: reversed`. Each page that has more after it carries `nextCursor`; pass it back as " +
+          "`cursor` for the next page.",
+        params: ProjectParams,
+        querystring: Type.Object(
+          {
+            limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
+            cursor: Type.Optional(
+              Type.String({ maxLength: 64, description: "`nextCursor` of the previous page" }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: responses({
+          200: Type.Object({
+            deposits: Type.Array(Deposit),
+            nextCursor: Type.Optional(
+              Type.String({
+                description: "Present when more deposits follow: the `cursor` of the next page",
+              }),
+            ),
+          }),
+        }),
+      },
+    },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "project:read");
+      const { limit, cursor } = request.query;
+      const afterId = cursor === undefined ? null : decodeDepositCursor(cursor);
+      if (cursor !== undefined && afterId === null)
+        throw new ApiError("invalid_cursor", "the cursor is not one this service issued");
+      return listDeposits(db, request.params.id, { limit, afterId });
     },
   );
 };

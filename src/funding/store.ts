@@ -247,3 +247,88 @@ export async function orphanedDepositTotals(
       .map((r) => ({ projectId: r.project_id, shortfallWei: BigInt(r.shortfall) })),
   };
 }
+
+// Deposit history: every deposit entry of the ledger (the record of what was credited), with the
+// block it came from when the deposit watcher recorded one (chain_deposits, joined by reference).
+// A credit a reorganisation took back stays in the history, marked reversed, so the listing
+// still adds up to the ledger's entries.
+
+export interface DepositRecord {
+  id: number;
+  chain_id: number | null;
+  tx_hash: string | null;
+  block_number: number | null;
+  amount: string;
+  credited_at: string;
+  status: "credited" | "reversed";
+  reversed_amount: string;
+  reversed_at: string | null;
+}
+
+export interface DepositsPage {
+  deposits: DepositRecord[];
+  nextCursor?: string;
+}
+
+/** Opaque to clients: the ledger entry id of the last deposit of the page, newest first. */
+export function encodeDepositCursor(id: number): string {
+  return Buffer.from(`d1:${id}`).toString("base64url");
+}
+
+/** The entry id a cursor continues after, or null when it is not one this service issued. */
+export function decodeDepositCursor(cursor: string): number | null {
+  const m = /^d1:([1-9][0-9]{0,15})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"));
+  // Only the exact encoding counts: base64url decoding skips characters it does not know.
+  return m && encodeDepositCursor(Number(m[1])) === cursor ? Number(m[1]) : null;
+}
+
+// A reference written by the deposit watcher is `<chainId>:<txHash>:<position>[...]`; credits
+// made another way (operator top-ups, tests) have no chain transfer to show.
+const WATCHED_REFERENCE = /^([0-9]{1,10}):(0x[0-9a-f]{64}):/;
+
+interface DepositRow {
+  id: string;
+  reference: string;
+  amount: string;
+  created_at: Date;
+  block_number: string | null;
+  orphaned_at: Date | null;
+  reversed: string | null;
+}
+
+/** One page of the project's credited deposits, newest first, by keyset on the ledger entry id. */
+export async function listDeposits(
+  q: Queryable,
+  projectId: string,
+  page: { limit: number; afterId: number | null },
+): Promise<DepositsPage> {
+  const rows = await q.query<DepositRow>(
+    `SELECT l.id, l.reference, l.amount::text AS amount, l.created_at,
+       d.block_number::text AS block_number, d.orphaned_at, d.reversed::text AS reversed
+     FROM ledger_entries l LEFT JOIN chain_deposits d ON d.reference = l.reference
+     WHERE l.project_id = $1 AND l.kind = 'deposit' AND ($2::bigint IS NULL OR l.id < $2::bigint)
+     ORDER BY l.id DESC LIMIT $3`,
+    [projectId, page.afterId, page.limit + 1],
+  );
+  const more = rows.length > page.limit;
+  const shown = more ? rows.slice(0, page.limit) : rows;
+  return {
+    deposits: shown.map(toDeposit),
+    ...(more ? { nextCursor: encodeDepositCursor(Number(shown[shown.length - 1]!.id)) } : {}),
+  };
+}
+
+function toDeposit(r: DepositRow): DepositRecord {
+  const watched = WATCHED_REFERENCE.exec(r.reference);
+  return {
+    id: Number(r.id),
+    chain_id: watched ? Number(watched[1]) : null,
+    tx_hash: watched ? watched[2]! : null,
+    block_number: r.block_number === null ? null : Number(r.block_number),
+    amount: r.amount,
+    credited_at: r.created_at.toISOString(),
+    status: r.orphaned_at ? "reversed" : "credited",
+    reversed_amount: r.reversed ?? "0",
+    reversed_at: r.orphaned_at ? r.orphaned_at.toISOString() : null,
+  };
+}

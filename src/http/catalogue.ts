@@ -111,7 +111,7 @@ export const ERRORS = {
   invalid_cursor: {
     status: 400,
     title: "Invalid cursor",
-    when: "An events cursor that this service did not issue, or a cursor sent together with an offset.",
+    when: "An events or deposits cursor that this service did not issue, or an events cursor sent together with an offset.",
     rpc: badParams,
   },
   invalid_policy: {

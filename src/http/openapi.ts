@@ -127,6 +127,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: member,
   },
+  "GET /projects/:id/deposits": {
+    operationId: "listDeposits",
+    access: "bearer",
+    errors: [...member, "invalid_cursor"],
+  },
   "GET /projects/:id/analytics/overview": {
     operationId: "getAnalyticsOverview",
     summary: "Totals of the project's sponsorships: counts by status, gas and cost",
@@ -137,6 +142,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     operationId: "listEvents",
     access: "bearer",
     errors: [...member, "invalid_cursor"],
+  },
+  "GET /projects/:id/analytics/money": {
+    operationId: "getMoney",
+    access: "bearer",
+    errors: member,
   },
   "GET /projects/:id/analytics/daily": {
     operationId: "getDailyAnalytics",

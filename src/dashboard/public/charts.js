@@ -12,42 +12,108 @@ const ratio = (value, max) => {
 const maxOf = (values) => values.reduce((m, v) => (BigInt(v) > m ? BigInt(v) : m), 0n);
 
 /**
- * Vertical bars, one per label (days). `format` writes a value for labels and the data table.
- * The figure has a text alternative: a caption, a summary for screen readers, and the table.
+ * A round step for about `count` ticks up to `max` (1, 2 or 5 times a power of ten), in BigInt so
+ * that wei stay exact; the axis then runs from 0 to the first multiple of the step at or above max.
  */
-export function barChart({ title, labels, values, format = String, className = "" }) {
+export function ticksFor(max, count = 4) {
+  const m = BigInt(max);
+  if (m <= 0n) return [0n];
+  const rough = (m + BigInt(count) - 1n) / BigInt(count);
+  const base = 10n ** BigInt(rough.toString().length - 1);
+  const step = [1n, 2n, 5n, 10n].map((k) => k * base).find((candidate) => candidate >= rough);
+  const top = ((m + step - 1n) / step) * step;
+  const ticks = [];
+  for (let v = 0n; v <= top; v += step) ticks.push(v);
+  return ticks;
+}
+
+/**
+ * Per-day values, as bars (`kind: "bar"`) or as a line with a point per day (`kind: "line"`,
+ * for running totals), on a y axis of a few round, labelled ticks with gridlines. `format` writes
+ * the axis labels; `exact` (default `format`) writes each day's value in its tooltip and in the
+ * data table. The figure has a text alternative: its title, and the table of every value. With
+ * no value above zero it says there is no data instead of drawing an empty box.
+ */
+export function barChart({
+  title,
+  labels,
+  values,
+  format = String,
+  exact = format,
+  className = "",
+  kind = "bar",
+}) {
   const width = 640;
   const height = 200;
-  const pad = { top: 12, right: 8, bottom: 28, left: 8 };
+  const pad = { top: 12, right: 8, bottom: 28, left: 72 };
   const max = maxOf(values);
+  if (max === 0n) {
+    return h(
+      "figure",
+      { class: "figure", "data-empty": "" },
+      h("figcaption", {}, title),
+      h("p", { class: "empty chart-empty" }, `No data for these ${labels.length} days yet.`),
+    );
+  }
+  const ticks = ticksFor(max);
+  const top = ticks[ticks.length - 1];
   const slot = (width - pad.left - pad.right) / Math.max(1, labels.length);
   const barWidth = Math.max(2, slot * 0.7);
   const plotHeight = height - pad.top - pad.bottom;
+  const yOf = (v) => pad.top + plotHeight - ratio(v, top) * plotHeight;
   const titleId = uid("chart");
-  const bars = labels.map((label, i) => {
-    const barHeight = Math.round(ratio(values[i], max) * plotHeight);
-    const x = pad.left + i * slot + (slot - barWidth) / 2;
-    const y = pad.top + plotHeight - barHeight;
+  const axis = ticks.map((v) =>
+    h(
+      "g",
+      { class: "tick" },
+      h("line", {
+        x1: pad.left,
+        x2: width - pad.right,
+        y1: yOf(v).toFixed(1),
+        y2: yOf(v).toFixed(1),
+        class: "grid",
+      }),
+      h(
+        "text",
+        { x: pad.left - 6, y: (yOf(v) + 4).toFixed(1), class: "axis", "text-anchor": "end" },
+        format(v),
+      ),
+    ),
+  );
+  const centre = (i) => pad.left + i * slot + slot / 2;
+  const marks = labels.map((label, i) => {
+    const y = yOf(values[i]);
+    const mark =
+      kind === "line"
+        ? h("circle", { cx: centre(i).toFixed(1), cy: y.toFixed(1), r: 3, class: "point" })
+        : h("rect", {
+            x: (centre(i) - barWidth / 2).toFixed(1),
+            y: y.toFixed(1),
+            width: barWidth.toFixed(1),
+            height: Math.max(pad.top + plotHeight - y, BigInt(values[i]) > 0n ? 1 : 0).toFixed(1),
+            class: "bar",
+          });
     return h(
       "g",
-      {},
-      h("rect", {
-        x: x.toFixed(1),
-        y,
-        width: barWidth.toFixed(1),
-        height: Math.max(barHeight, BigInt(values[i]) > 0n ? 1 : 0),
-        class: "bar",
-      }),
-      h("title", {}, `${label}: ${format(values[i])}`),
+      { class: "mark", "data-day": label },
+      mark,
+      h("title", {}, `${label}: ${exact(values[i])}`),
       i % Math.ceil(labels.length / 7) === 0
         ? h(
             "text",
-            { x: (x + barWidth / 2).toFixed(1), y: height - 8, class: "axis", "text-anchor": "middle" },
+            { x: centre(i).toFixed(1), y: height - 8, class: "axis", "text-anchor": "middle" },
             label.slice(5),
           )
         : null,
     );
   });
+  const line =
+    kind === "line"
+      ? h("polyline", {
+          points: labels.map((_, i) => `${centre(i).toFixed(1)},${yOf(values[i]).toFixed(1)}`).join(" "),
+          class: "line",
+        })
+      : null;
   const svg = h(
     "svg",
     {
@@ -55,19 +121,13 @@ export function barChart({ title, labels, values, format = String, className = "
       role: "img",
       "aria-labelledby": titleId,
       class: `chart ${className}`,
-      preserveAspectRatio: "none",
     },
-    h("title", { id: titleId }, `${title}; highest ${format(max)}`),
-    h("line", {
-      x1: pad.left,
-      x2: width - pad.right,
-      y1: pad.top + plotHeight,
-      y2: pad.top + plotHeight,
-      class: "baseline",
-    }),
-    bars,
+    h("title", { id: titleId }, `${title}; highest ${exact(max)}`),
+    axis,
+    line,
+    marks,
   );
-  return figure(title, svg, `Highest: ${format(max)}`, labels, values, format);
+  return figure(title, svg, `Highest: ${exact(max)}`, labels, values, exact);
 }
 
 /** Horizontal ranked bars: top contracts, top senders. */

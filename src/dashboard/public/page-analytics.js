@@ -3,7 +3,7 @@
 // figure is exact and read from the service's rollups, whatever the project's history.
 import { get, seg } from "./api.js";
 import { barChart, rankChart, shareChart } from "./charts.js";
-import { formatShort, formatUnits } from "./money.js";
+import { formatUnits } from "./money.js";
 import { facts, h, hex, money, section } from "./ui.js";
 
 const DAYS = 14;
@@ -60,8 +60,18 @@ export async function render(ctx) {
           title: `Cost per day (${symbol})`,
           labels: days,
           values: daily.days.map((d) => BigInt(d.costWei)),
-          format: (v) => `${formatShort(v, decimals)} ${symbol}`,
+          // The ticks are round amounts, so their exact form is short.
+          format: (v) => `${formatUnits(v, decimals)} ${symbol}`,
           className: "cost",
+        }),
+        barChart({
+          title: `Cumulative spend (${symbol})`,
+          labels: days,
+          values: runningTotal(daily.days.map((d) => BigInt(d.costWei))),
+          // The ticks are round amounts, so their exact form is short.
+          format: (v) => `${formatUnits(v, decimals)} ${symbol}`,
+          className: "cumulative",
+          kind: "line",
         }),
         barChart({
           title: "Active senders per day",
@@ -114,4 +124,13 @@ export async function render(ctx) {
       `Amounts are exact; hover one for its value in wei. Total gas cost: ${formatUnits(overview.totalGasSaved, decimals)} ${symbol}.`,
     ),
   );
+}
+
+/** Each day's value plus every day's before it, in BigInt. */
+function runningTotal(values) {
+  let sum = 0n;
+  return values.map((v) => {
+    sum += v;
+    return sum;
+  });
 }

@@ -119,7 +119,7 @@ export async function render(ctx) {
           await patch(`/projects/${seg(id)}/webhooks/${e.id}`, { enabled: !e.enabled });
           ctx.refresh();
         }),
-        act("Rotate secret", `Rotate the secret of ${e.url}`, async () => {
+        act("Rotate secret", `Rotate secret of ${e.url}`, async () => {
           const { secret } = await post(`/projects/${seg(id)}/webhooks/${e.id}/rotate-secret`);
           showSecret(secret, "The new signing secret");
         }),
