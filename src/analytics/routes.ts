@@ -3,7 +3,7 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
-import { DAY_MS, daily, decodeCursor, events, money, overview, topSenders } from "./store.ts";
+import { DAY_MS, daily, decodeCursor, events, isoDay, money, overview, topSenders } from "./store.ts";
 
 const Overview = Type.Object({
   totalSponsored: Type.Integer({ description: "Operations settled on chain (success or reverted)" }),
@@ -145,8 +145,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
       const from = request.query.from === undefined ? to - 29 : Date.parse(request.query.from) / DAY_MS;
       if (from > to) throw invalid("`from` must not be after `to`");
       if (to - from >= MAX_DAYS) throw invalid(`at most ${MAX_DAYS} days at a time`);
-      const iso = (d: number) => new Date(d * DAY_MS).toISOString().slice(0, 10);
-      return { days: await daily(db, request.params.id, iso(from), iso(to)) };
+      return { days: await daily(db, request.params.id, isoDay(from), isoDay(to)) };
     },
   );
 

@@ -348,7 +348,12 @@ export async function daily(
  * an instant before 1970, when no sponsorship was made, and whose year PostgreSQL may not take.
  */
 function utcDay(ms: number): string | null {
-  return ms >= 0 ? new Date(ms).toISOString().slice(0, 10) : null;
+  return ms >= 0 ? isoDay(ms / DAY_MS) : null;
+}
+
+/** A UTC day, counted in days since 1970 (fractions dropped), as YYYY-MM-DD. */
+export function isoDay(day: number): string {
+  return new Date(Math.floor(day) * DAY_MS).toISOString().slice(0, 10);
 }
 
 /**
@@ -360,7 +365,6 @@ function utcDay(ms: number): string | null {
  */
 export async function money(db: Queryable, projectId: string, nowMs: number): Promise<MoneySummary | null> {
   const today = Math.floor(nowMs / DAY_MS);
-  const iso = (d: number) => new Date(d * DAY_MS).toISOString().slice(0, 10);
   const [tank, days] = await Promise.all([
     db.query<{ available: string; reserved: string; spent: string }>(
       `SELECT p.gas_tank_balance::text AS available,
@@ -370,7 +374,7 @@ export async function money(db: Queryable, projectId: string, nowMs: number): Pr
        FROM projects p WHERE p.id = $1`,
       [projectId],
     ),
-    daily(db, projectId, iso(today - SPEND_WINDOW_DAYS + 1), iso(today)),
+    daily(db, projectId, isoDay(today - SPEND_WINDOW_DAYS + 1), isoDay(today)),
   ]);
   const t = tank[0];
   if (!t) return null;
