@@ -102,18 +102,22 @@ describe("dashboard defects of issue 24", () => {
     await page.getByRole("heading", { level: 1, name: "Organizations" }).waitFor();
   });
 
-  for (const [name, size] of WIDTHS) {
+  for (const [index, [name, size]] of WIDTHS.entries()) {
     test(`1. a decimal comma is a decimal point, never a multiplier; a grouping separator is refused (${name})`, async () => {
       await page.setViewportSize(size);
       await open(`#/projects/${PROJECT_ID}`, /Overview/);
-      await page.getByLabel("Daily cap (S)").fill("1,5");
+      // Each width saves its own amount: waiting for the page to show it then
+      // proves this save landed (the same amount would already be on screen,
+      // and the late re-render after its save would wipe the alerts below).
+      const amount = `${index + 1}.5`;
+      await page.getByLabel("Daily cap (S)").fill(amount.replace(".", ","));
       await page.getByRole("button", { name: "Save settings" }).click();
       const cap = page.locator("dd .money").nth(1);
-      await page.locator("dd .money", { hasText: "1.5 S" }).waitFor();
-      assert.equal(await cap.getAttribute("title"), `${parseEther("1.5")} wei`);
+      await page.locator("dd .money", { hasText: `${amount} S` }).waitFor();
+      assert.equal(await cap.getAttribute("title"), `${parseEther(amount)} wei`);
       assert.equal(
         ((await api("GET", `/projects/${PROJECT_ID}`)).json as { daily_cap: string }).daily_cap,
-        "1500000000000000000",
+        parseEther(amount).toString(),
       );
 
       for (const ambiguous of ["1,000", "1,000.5", "1.000,5", "1 000"]) {
@@ -125,17 +129,18 @@ describe("dashboard defects of issue 24", () => {
       }
       assert.equal(
         ((await api("GET", `/projects/${PROJECT_ID}`)).json as { daily_cap: string }).daily_cap,
-        "1500000000000000000",
+        parseEther(amount).toString(),
         "nothing refused was saved",
       );
 
       // The low-balance alert reads amounts with the same parser.
       await open(`#/projects/${PROJECT_ID}/webhooks`, /Webhooks/);
-      await page.getByLabel("Alert below (S)").fill("0,05");
+      const threshold = `0.0${index + 5}`;
+      await page.getByLabel("Alert below (S)").fill(threshold.replace(".", ","));
       await page.getByRole("button", { name: "Save alert" }).click();
-      await page.getByText("Alert below 0.05 S").waitFor();
+      await page.getByText(`Alert below ${threshold} S`).waitFor();
       const saved = await api("GET", `/projects/${PROJECT_ID}/balance-alert`);
-      assert.equal((saved.json as { thresholdWei: string }).thresholdWei, parseEther("0.05").toString());
+      assert.equal((saved.json as { thresholdWei: string }).thresholdWei, parseEther(threshold).toString());
       await screenshot(page, `defects-01-amounts-${name}`);
       await assertNoAxeViolations(page, `defects-01-amounts-${name}`);
     });
