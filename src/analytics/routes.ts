@@ -65,7 +65,8 @@ const Money = Type.Object(
 );
 
 export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
-  const { db } = services;
+  // Who may read is checked on the primary (`db`); what is read may come from a replica (`reads`).
+  const { db, reads } = services;
   const tags = ["analytics"];
 
   app.get(
@@ -73,7 +74,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Overview }) } },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      return overview(db, request.params.id, services.now());
+      return overview(reads, request.params.id, services.now());
     },
   );
 
@@ -90,7 +91,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      const view = await money(db, request.params.id, services.now());
+      const view = await money(reads, request.params.id, services.now());
       if (!view) throw notFound("project");
       return view;
     },
@@ -145,7 +146,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
       const from = request.query.from === undefined ? to - 29 : Date.parse(request.query.from) / DAY_MS;
       if (from > to) throw invalid("`from` must not be after `to`");
       if (to - from >= MAX_DAYS) throw invalid(`at most ${MAX_DAYS} days at a time`);
-      return { days: await daily(db, request.params.id, isoDay(from), isoDay(to)) };
+      return { days: await daily(reads, request.params.id, isoDay(from), isoDay(to)) };
     },
   );
 
@@ -183,7 +184,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const { by, limit } = request.query;
-      return { senders: await topSenders(db, request.params.id, by, limit) };
+      return { senders: await topSenders(reads, request.params.id, by, limit) };
     },
   );
 
@@ -250,7 +251,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
       if (fromMs !== undefined && toMs !== undefined && fromMs >= toMs)
         throw invalid("`from` must be before `to`");
       const filters = { status, sender: sender?.toLowerCase(), target: target?.toLowerCase(), fromMs, toMs };
-      return events(db, request.params.id, { limit, offset, afterId, filters });
+      return events(reads, request.params.id, { limit, offset, afterId, filters });
     },
   );
 };
