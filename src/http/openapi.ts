@@ -99,6 +99,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: member,
   },
+  "PATCH /projects/:id/apikeys/:keyId": { operationId: "renameApiKey", access: "bearer", errors: member },
   "DELETE /projects/:id/apikeys/:keyId": { operationId: "revokeApiKey", access: "bearer", errors: member },
   "GET /projects/:id/allowlist": {
     operationId: "listAllowlist",
@@ -110,6 +111,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     operationId: "addAllowlistEntry",
     access: "bearer",
     errors: [...member, "allowlist_full"],
+  },
+  "PATCH /projects/:id/allowlist": {
+    operationId: "changeAllowlistEntry",
+    access: "bearer",
+    errors: member,
   },
   "DELETE /projects/:id/allowlist": {
     operationId: "removeAllowlistEntry",
@@ -167,6 +173,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   },
   "PUT /projects/:id/policies/:ruleId": {
     operationId: "putPolicy",
+    access: "bearer",
+    errors: [...member, "invalid_policy"],
+  },
+  "PATCH /projects/:id/policies/:ruleId": {
+    operationId: "changePolicy",
     access: "bearer",
     errors: [...member, "invalid_policy"],
   },
