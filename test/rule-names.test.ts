@@ -233,9 +233,9 @@ describe("policy rules by name, paused and resumed", () => {
       other.ownerToken,
     );
     assert.equal(stranger.statusCode, 404, "another tenant is not told the project exists");
-    const rule = ((await call("GET", `/projects/${p.projectId}/policies`)).json() as { id: string }[]).find(
-      (r) => r.id === "keep",
-    ) as { name: string; paused: boolean };
+    const rule = (
+      (await call("GET", `/projects/${p.projectId}/policies`)).json() as { id: string; name: string; paused: boolean }[]
+    ).find((r) => r.id === "keep")!; paused: boolean };
     assert.deepEqual({ name: rule.name, paused: rule.paused }, { name: "keep", paused: false });
     await call("DELETE", `/projects/${p.projectId}/policies/keep`);
   });
