@@ -234,8 +234,12 @@ describe("policy rules by name, paused and resumed", () => {
     );
     assert.equal(stranger.statusCode, 404, "another tenant is not told the project exists");
     const rule = (
-      (await call("GET", `/projects/${p.projectId}/policies`)).json() as { id: string; name: string; paused: boolean }[]
-    ).find((r) => r.id === "keep")!; paused: boolean };
+      (await call("GET", `/projects/${p.projectId}/policies`)).json() as {
+        id: string;
+        name: string;
+        paused: boolean;
+      }[]
+    ).find((r) => r.id === "keep")!;
     assert.deepEqual({ name: rule.name, paused: rule.paused }, { name: "keep", paused: false });
     await call("DELETE", `/projects/${p.projectId}/policies/keep`);
   });
