@@ -168,7 +168,7 @@ describe("the money view and the deposit history in a browser", () => {
       await page.locator("figure[data-empty]").first().waitFor();
       assert.equal(await page.locator("svg.chart.cost, svg.chart.cumulative").count(), 0);
       const empty = await page.locator("figure[data-empty] .chart-empty").allTextContents();
-      assert.equal(empty.length, 4, "operations, cost, cumulative spend and active senders");
+      assert.equal(empty.length, 5, "operations, cost, cumulative spend, active senders and refusals");
       assert.ok(empty.every((text) => text === "No data for these 14 days yet."));
       await assertNoAxeViolations(page, `an empty Analytics page at ${name} width`);
     });
