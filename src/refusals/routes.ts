@@ -146,6 +146,7 @@ export const refusalRoutes: RoutePlugin = async (app, { services }) => {
                 authorized: Type.Integer(),
                 byCode: Type.Record(Type.String(), Type.Integer(), {
                   description: "Refusals of the day per code",
+                  examples: [{ not_allowlisted: 3, rate_limited: 12 }],
                 }),
               }),
               { description: "One row per UTC day, oldest first; days without activity are zeros" },
