@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { encodeFunctionData, numberToHex, parseAbi } from "viem";
+import { fixedFeeOracle } from "../src/chains/fee-oracle.ts";
 import { forgetOldRefusals } from "../src/retention/refusals.ts";
 import { fundedProject, seedProject, startTestApp, type TestApp } from "./support/app.ts";
 
@@ -344,6 +345,58 @@ describe("refusals are recorded per project, in batches", () => {
     assert.ok(removed >= 1);
     assert.equal((await refusals(p.ownerToken, p.projectId)).refusals.length, 0);
     assert.equal((await counts(p.ownerToken, p.projectId)).refused, 1);
+  });
+
+  it("records 503s and the dry run's own refusals, written when that instance stops", async () => {
+    const p = await fundedProject(t, { target: GAME, selector: MINT }, 10n ** 18n);
+    const reader = await t.request({
+      method: "POST",
+      url: `/projects/${p.projectId}/apikeys`,
+      token: p.ownerToken,
+      payload: { rateLimit: 100, scopes: ["read"] },
+    });
+    // An instance whose fee oracle has no reading: authorize answers 503 fee_oracle_stale.
+    const stale = await startTestApp({
+      db: { db: t.db, schema: null, drop: async () => {} },
+      now: () => clock,
+      feeOracle: fixedFeeOracle(null),
+      env: { REFUSAL_FLUSH_MS: "60000" },
+    });
+    const body = {
+      projectId: p.projectId,
+      user: sender(1),
+      target: GAME,
+      selector: MINT,
+      estimatedGas: GAS,
+      chainId: 14601,
+    };
+    try {
+      const res = await stale.request({
+        method: "POST",
+        url: "/sponsor/authorize",
+        token: p.apiKey,
+        payload: body,
+      });
+      assert.equal(res.statusCode, 503, res.body);
+      const check = await stale.request({
+        method: "POST",
+        url: "/sponsor/check",
+        token: reader.json().apiKey,
+        payload: body,
+      });
+      assert.equal(check.statusCode, 403, check.body);
+    } finally {
+      await stale.close();
+    }
+    const rows = (await refusals(p.ownerToken, p.projectId)).refusals;
+    assert.deepEqual(
+      rows.map((r) => [r.route, r.code, r.status]),
+      [
+        ["check", "forbidden", 403],
+        ["authorize", "fee_oracle_stale", 503],
+      ],
+    );
+    assert.notEqual(rows[0]!.api_key_id, rows[1]!.api_key_id);
   });
 
   it("the granted path records nothing", async () => {

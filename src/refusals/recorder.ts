@@ -186,6 +186,8 @@ async function writeBatch(db: Queryable, counts: Map<string, number>, details: R
      SELECT c.project_id, c.day, c.chain_id, c.code, c.n
      FROM jsonb_to_recordset($2::jsonb) AS c(project_id text, day date, chain_id bigint, code text, n bigint)
      WHERE EXISTS (SELECT 1 FROM projects p WHERE p.id = c.project_id)
+     -- Every instance upserts in the key's order, so two batches sharing keys never deadlock.
+     ORDER BY c.project_id, c.day, c.chain_id, c.code
      ON CONFLICT (project_id, day, chain_id, code)
        DO UPDATE SET refused = refusal_days.refused + EXCLUDED.refused`,
     [JSON.stringify(detailRows), JSON.stringify(countRows)],
