@@ -399,6 +399,22 @@ describe("refusals are recorded per project, in batches", () => {
     assert.notEqual(rows[0]!.api_key_id, rows[1]!.api_key_id);
   });
 
+  it("a batch the store refuses keeps its counts for the next one", async () => {
+    const p = await fundedProject(t, { target: GAME, selector: MINT }, 0n);
+    for (let i = 0; i < 3; i++) await authorize(p.apiKey, p.projectId, { target: OTHER });
+    // The store cannot take the batch: the counts' table is away.
+    await t.db.query("ALTER TABLE refusal_days RENAME TO refusal_days_away");
+    try {
+      await assert.rejects(t.services.refusals.flush());
+    } finally {
+      await t.db.query("ALTER TABLE refusal_days_away RENAME TO refusal_days");
+    }
+    await authorize(p.apiKey, p.projectId, { target: OTHER });
+    await t.services.refusals.flush();
+    assert.equal((await counts(p.ownerToken, p.projectId)).refused, 4);
+    assert.equal((await refusals(p.ownerToken, p.projectId)).refusals.length, 4);
+  });
+
   it("the granted path records nothing", async () => {
     const p = await fundedProject(t, { target: GAME, selector: MINT }, 10n ** 18n);
     assert.equal((await authorize(p.apiKey, p.projectId)).statusCode, 200);
