@@ -94,6 +94,14 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | null;
+  /**
+   * Streaming replicas of DATABASE_URL for reads that tolerate lag (src/db/replicas.ts): the
+   * analytics, the events list, deposit history and the funds parity report. Empty: every read
+   * goes to the primary.
+   */
+  databaseReadUrls: readonly string[];
+  /** A replica further behind the primary than this is skipped, and its reads go to the primary. */
+  databaseReadMaxLagMs: number;
   redisUrl: string | null;
   signerPrivateKey: Hex | null;
   /**
@@ -246,6 +254,8 @@ export function loadConfig(env: Env = process.env): Config {
     host: read("HOST", (v) => v, "0.0.0.0"),
     dataDir: read("DATA_DIR", (v) => v, "./data"),
     databaseUrl: read("DATABASE_URL", url(["postgres:", "postgresql:"]), null),
+    databaseReadUrls: read("DATABASE_READ_URL", urlList(["postgres:", "postgresql:"], 8), []),
+    databaseReadMaxLagMs: read("DATABASE_READ_MAX_LAG_MS", (v) => intIn(v, 0, 600_000), 2000),
     redisUrl: read("REDIS_URL", url(["redis:", "rediss:"]), null),
     signerPrivateKey: read("SIGNER_PRIVATE_KEY", privateKey, null),
     secretsEncryptionKey: read("SECRETS_ENCRYPTION_KEY", decodeKey, null),
@@ -315,6 +325,9 @@ export function loadConfig(env: Env = process.env): Config {
   // A project allowed every slot could hold them all while its receivers hang (issue 20).
   if (config.webhookMaxInFlightPerProject >= config.webhookConcurrency) {
     problems.push("WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: must be below WEBHOOK_CONCURRENCY");
+  }
+  if (config.databaseReadUrls.length > 0 && config.databaseUrl === null) {
+    problems.push("DATABASE_READ_URL: needs DATABASE_URL (the embedded store has no replicas)");
   }
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
@@ -541,6 +554,24 @@ function url(protocols: string[]) {
     }
     if (!protocols.includes(parsed.protocol)) throw new Error(`must use ${protocols.join(" or ")}`);
     return v;
+  };
+}
+
+/** Comma-separated URLs, each checked like url(); at most `max` of them. */
+function urlList(protocols: string[], max: number) {
+  const one = url(protocols);
+  return (v: string): string[] => {
+    const parts = v.split(",").map((part) => part.trim());
+    if (parts.some((part) => part === "")) throw new Error("must be URLs separated by commas, none empty");
+    if (parts.length > max) throw new Error(`at most ${max} URLs`);
+    return parts.map((part, i) => {
+      try {
+        return one(part);
+      } catch (err) {
+        // Which one, by position: the value itself may carry a password.
+        throw new Error(`URL ${i + 1}: ${(err as Error).message}`);
+      }
+    });
   };
 }
 

@@ -4,6 +4,7 @@ import type { ApiKeyResolver } from "./api-keys/resolver.ts";
 import type { FeeOracle } from "./chains/fee-oracle.ts";
 import type { Config } from "./config.ts";
 import type { Db } from "./db/db.ts";
+import type { Reads } from "./db/replicas.ts";
 import type { DepositDeriver } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/readiness.ts";
 import type { TokenVerifier } from "./identity/tokens.ts";
@@ -21,6 +22,12 @@ export interface Services {
   version: string;
   config: Config;
   db: Db;
+  /**
+   * Where lag-tolerant reads go (analytics, events, deposit history, funds parity): the read
+   * replicas of DATABASE_READ_URL while they are close enough, else `db` (db/replicas.ts). Who
+   * may read is still checked on `db`.
+   */
+  reads: Reads;
   tokens: TokenVerifier;
   deposits: DepositDeriver;
   apiKeys: ApiKeyResolver;

@@ -11,6 +11,7 @@ import { type ChainWatchers, createChainWatchers, rpcErrorsOf } from "./chains/w
 import { type Config, liveEntryPoints } from "./config.ts";
 import type { Services } from "./context.ts";
 import type { Db } from "./db/db.ts";
+import { primaryReads, type ReadRouter, readRouter } from "./db/replicas.ts";
 import { DEPOSIT_WATCHER } from "./funding/deposit-watcher.ts";
 import { depositDeriver, xpubFromLocalSeed } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/readiness.ts";
@@ -79,6 +80,21 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const readiness: ReadinessProbe[] = [databaseProbe(db)];
   if (redis) readiness.push(redisProbe(rateLimiter));
   const metrics: Metrics = overrides.metrics ?? createMetrics({ version: VERSION, now });
+  const replicas =
+    db.kind === "postgres" && config.databaseReadUrls.length > 0
+      ? readRouter(db, config.databaseReadUrls, {
+          maxLagMs: config.databaseReadMaxLagMs,
+          now,
+          routed: (target) => metrics.readRouted(target),
+          checked: (states) => {
+            for (const s of states) metrics.replicaLag(s.index, s.up ? s.lagMs : null);
+          },
+        })
+      : null;
+  if (replicas) {
+    readiness.push(...replicaProbes(replicas, config.databaseReadUrls.length));
+    replicas.start();
+  }
   metrics.pendingDeliveriesFrom(() => countPending(db, PENDING_DELIVERIES_CAP), now);
   const served = servedChains(config);
   metrics.chainsServed(served);
@@ -99,6 +115,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     version: VERSION,
     config,
     db,
+    reads: replicas ?? primaryReads(db),
     tokens,
     deposits: depositDeriver(config.depositXpub ?? xpubFromLocalSeed(config.dataDir)),
     apiKeys,
@@ -159,6 +176,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
       await watchers?.stop();
       await feeOracle.stop();
       await apiKeys.close();
+      await replicas?.close();
       redis?.disconnect();
     },
   };
@@ -192,6 +210,24 @@ function databaseProbe(db: Db): ReadinessProbe {
       }
     },
   };
+}
+
+/**
+ * One check per read replica, `replica:<position>`: degraded when it is down or lags past the
+ * bound (its reads then go to the primary, so the instance still serves everything).
+ */
+function replicaProbes(router: ReadRouter, count: number): ReadinessProbe[] {
+  return Array.from({ length: count }, (_, index) => ({
+    name: `replica:${index}`,
+    async check() {
+      const state = router.states()[index]!;
+      if (state.up && state.detail === undefined) return { status: "ok" as const };
+      return {
+        status: "degraded" as const,
+        detail: `${state.detail ?? "not in use"}; its reads go to the primary`,
+      };
+    },
+  }));
 }
 
 function redisProbe(limiter: RateLimiter): ReadinessProbe {

@@ -65,7 +65,8 @@ const Money = Type.Object(
 );
 
 export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
-  const { db } = services;
+  // Who may read is checked on the primary (`db`); what is read may come from a replica (`reads`).
+  const { db, reads } = services;
   const tags = ["analytics"];
 
   app.get(
@@ -73,7 +74,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Overview }) } },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      return overview(db, request.params.id, services.now());
+      return overview(reads, request.params.id, services.now());
     },
   );
 
@@ -90,7 +91,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      const view = await money(db, request.params.id, services.now());
+      const view = await money(reads, request.params.id, services.now());
       if (!view) throw notFound("project");
       return view;
     },
@@ -141,7 +142,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const { from, to } = dayRange(request.query, services.now());
-      return { days: await daily(db, request.params.id, from, to) };
+      return { days: await daily(reads, request.params.id, from, to) };
     },
   );
 
@@ -179,7 +180,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const { by, limit } = request.query;
-      return { senders: await topSenders(db, request.params.id, by, limit) };
+      return { senders: await topSenders(reads, request.params.id, by, limit) };
     },
   );
 
@@ -241,7 +242,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
       }
       const { fromMs, toMs } = instantRange(from, to);
       const filters = { status, sender: sender?.toLowerCase(), target: target?.toLowerCase(), fromMs, toMs };
-      return events(db, request.params.id, { limit, offset, afterId, filters });
+      return events(reads, request.params.id, { limit, offset, afterId, filters });
     },
   );
 };

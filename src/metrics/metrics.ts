@@ -98,6 +98,10 @@ export interface Metrics {
   authorizeOutcome(api: "rest" | "rpc", method: string, code: string): void;
   /** How many reservations of one project went to the database in one call (ledger/batcher.ts). */
   reservationBatch(size: number): void;
+  /** A lag-tolerant read (db/replicas.ts) and where it was served. */
+  readRouted(target: "replica" | "primary"): void;
+  /** A read replica's lag bound as last checked, in milliseconds; null while it is down. */
+  replicaLag(index: number, ms: number | null): void;
   /** Blocks between a watcher's cursor and the confirmed head; null when unknown (the series is removed). */
   watcherLag(chainId: number, watcher: string, blocks: bigint | null): void;
   /** Whether this instance runs the chain's watchers (leadership.ts). */
@@ -252,6 +256,19 @@ export function createMetrics(options: {
     name: "gss_reservation_batch_size",
     help: "Reservations of one project sent to the database in one call",
     buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    registers,
+  });
+  const reads = new Counter({
+    name: "gss_db_reads_total",
+    help: "Lag-tolerant reads (analytics, events, deposits, funds parity) by where they were served",
+    labelNames: ["target"],
+    registers,
+  });
+  const replicaLag = new Gauge({
+    aggregator: "max",
+    name: "gss_db_replica_lag_seconds",
+    help: "Upper bound of each read replica's lag behind the primary (absent while it is down)",
+    labelNames: ["replica"],
     registers,
   });
   const lag = new Gauge({
@@ -454,6 +471,11 @@ export function createMetrics(options: {
     },
     authorizeOutcome: (api, method, code) => outcomes.inc({ api, method, code }),
     reservationBatch: (size) => batches.observe(size),
+    readRouted: (target) => reads.inc({ target }),
+    replicaLag(index, ms) {
+      if (ms === null) replicaLag.remove({ replica: String(index) });
+      else replicaLag.set({ replica: String(index) }, ms / 1000);
+    },
     watcherLag(chainId, watcher, blocks) {
       const labels = { chain_id: String(chainId), watcher };
       if (blocks === null) lag.remove(labels);

@@ -56,7 +56,8 @@ const Refusal = Type.Object(
 );
 
 export const refusalRoutes: RoutePlugin = async (app, { services }) => {
-  const { db } = services;
+  // Who may read is checked on the primary (`db`); what is read may come from a replica (`reads`).
+  const { db, reads } = services;
 
   app.get(
     "/projects/:id/refusals",
@@ -103,7 +104,7 @@ export const refusalRoutes: RoutePlugin = async (app, { services }) => {
       if (cursor !== undefined && after === null)
         throw new ApiError("invalid_cursor", "the cursor is not one this service issued");
       const filters = { code, ...instantRange(from, to) };
-      return listRefusals(db, request.params.id, { limit, after, filters });
+      return listRefusals(reads, request.params.id, { limit, after, filters });
     },
   );
 
@@ -158,7 +159,7 @@ export const refusalRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const { from, to } = dayRange(request.query, services.now());
-      return { from, to, ...(await refusalCounts(db, request.params.id, from, to)) };
+      return { from, to, ...(await refusalCounts(reads, request.params.id, from, to)) };
     },
   );
 };
