@@ -31,6 +31,95 @@ export async function render(ctx) {
   const codes = [...new Set([...counts.byCode.map((c) => c.code), ...(filters.code ? [filters.code] : [])])];
   const words = new Map(counts.byCode.map((c) => [c.code, c.reason]));
 
+  const filterForm = filterFormOf(ctx, base, filters, codes, filterErrors);
+
+  const rows = page.refusals.map((r) => [
+    time(r.created_at),
+    h("span", { class: "reason" }, r.reason, " ", h("code", { class: "code" }, r.code)),
+    asked(r),
+    h(
+      "span",
+      {},
+      routeWords(r.route),
+      " · ",
+      r.rpc_code === null ? `HTTP ${r.status}` : `JSON-RPC ${r.rpc_code}`,
+    ),
+    r.api_key_id === null ? "—" : `key #${r.api_key_id}`,
+    r.rule_id ? h("code", {}, r.rule_id) : h("span", { class: "muted" }, "—"),
+  ]);
+  const pager = pagerOf(base, filters, cursor, page.nextCursor);
+  return h(
+    "div",
+    {},
+    summaryOf(counts),
+    section(
+      "Refusals",
+      filterForm,
+      h(
+        "p",
+        { class: "muted" },
+        "The latest refusals with what was asked: a sample of each minute's first few per project, kept " +
+          "for a limited number of days. They appear about a second after the request.",
+      ),
+      table(
+        "Refused requests, newest first",
+        ["Time (UTC)", "Reason", "What was asked", "Route", "Key", "Rule"],
+        rows,
+        filters.code && words.has(filters.code) ? "No refusals of this kind match." : "No refusals match.",
+      ),
+      pager,
+    ),
+  );
+}
+
+/** The last 30 days' exact counts per reason, in plain words with the code. */
+function summaryOf(counts) {
+  return section(
+    "Why requests were refused (last 30 days)",
+    counts.byCode.length === 0
+      ? h("p", { class: "empty" }, "No refused requests in the last 30 days.")
+      : table(
+          "Refusals per reason, last 30 days (exact counts)",
+          ["Reason", "Code", "Refused"],
+          counts.byCode.map((c) => [c.reason, h("code", {}, c.code), String(c.refused)]),
+        ),
+    h(
+      "p",
+      { class: "muted" },
+      `${counts.refused} refused, ${counts.authorized} sponsored in these 30 days. Requests without a valid API key ` +
+        "cannot be told apart from anyone else's and are not shown here.",
+    ),
+  );
+}
+
+/** Newest and Older: the cursor of the next page, with the same filters. */
+function pagerOf(base, filters, cursor, nextCursor) {
+  return h(
+    "nav",
+    { class: "pager", "aria-label": "Refusal pages" },
+    cursor
+      ? h(
+          "a",
+          { href: `${base}?${new URLSearchParams(strip(filters))}`, class: "button secondary" },
+          "Newest",
+        )
+      : h("span", {}),
+    nextCursor
+      ? h(
+          "a",
+          {
+            href: `${base}?${new URLSearchParams({ ...strip(filters), cursor: nextCursor })}`,
+            class: "button secondary",
+            rel: "next",
+          },
+          "Older",
+        )
+      : h("span", {}),
+  );
+}
+
+/** The filter form: a reason among the codes seen, a range of UTC days; a bad range is said beside it. */
+function filterFormOf(ctx, base, filters, codes, filterErrors) {
   const apply = h("button", { type: "submit", class: "primary" }, "Apply");
   const filterForm = h(
     "form",
@@ -61,80 +150,7 @@ export async function render(ctx) {
     if (location.hash !== next) location.hash = next;
     else ctx.refresh();
   });
-
-  const rows = page.refusals.map((r) => [
-    time(r.created_at),
-    h("span", { class: "reason" }, r.reason, " ", h("code", { class: "code" }, r.code)),
-    asked(r),
-    h(
-      "span",
-      {},
-      routeWords(r.route),
-      " · ",
-      r.rpc_code === null ? `HTTP ${r.status}` : `JSON-RPC ${r.rpc_code}`,
-    ),
-    r.api_key_id === null ? "—" : `key #${r.api_key_id}`,
-    r.rule_id ? h("code", {}, r.rule_id) : h("span", { class: "muted" }, "—"),
-  ]);
-  const pager = h(
-    "nav",
-    { class: "pager", "aria-label": "Refusal pages" },
-    cursor
-      ? h(
-          "a",
-          { href: `${base}?${new URLSearchParams(strip(filters))}`, class: "button secondary" },
-          "Newest",
-        )
-      : h("span", {}),
-    page.nextCursor
-      ? h(
-          "a",
-          {
-            href: `${base}?${new URLSearchParams({ ...strip(filters), cursor: page.nextCursor })}`,
-            class: "button secondary",
-            rel: "next",
-          },
-          "Older",
-        )
-      : h("span", {}),
-  );
-  return h(
-    "div",
-    {},
-    section(
-      "Why requests were refused (last 30 days)",
-      counts.byCode.length === 0
-        ? h("p", { class: "empty" }, "No refused requests in the last 30 days.")
-        : table(
-            "Refusals per reason, last 30 days (exact counts)",
-            ["Reason", "Code", "Refused"],
-            counts.byCode.map((c) => [c.reason, h("code", {}, c.code), String(c.refused)]),
-          ),
-      h(
-        "p",
-        { class: "muted" },
-        `${counts.refused} refused, ${counts.authorized} sponsored in these 30 days. Requests without a valid API key ` +
-          "cannot be told apart from anyone else's and are not shown here.",
-      ),
-    ),
-    section(
-      "Refusals",
-      filterForm,
-      h(
-        "p",
-        { class: "muted" },
-        "The latest refusals with what was asked: a sample of each minute's first few per project, kept " +
-          "for a limited number of days. They appear about a second after the request.",
-      ),
-      table(
-        "Refused requests, newest first",
-        ["Time (UTC)", "Reason", "What was asked", "Route", "Key", "Rule"],
-        rows,
-        filters.code && words.has(filters.code) ? "No refusals of this kind match." : "No refusals match.",
-      ),
-      pager,
-    ),
-  );
+  return filterForm;
 }
 
 /** The sender, call and gas a refused request asked for (whatever of it the request carried). */
