@@ -202,6 +202,13 @@ export interface Config {
    * job removes them (src/retention/webhooks.ts); deliveries still pending are never removed.
    */
   webhookRetentionDays: number;
+  // Refusals (src/refusals): buffered per instance, written in batches.
+  /** Longest wait before an instance writes the refusals it has buffered. */
+  refusalFlushMs: number;
+  /** Refusals kept with their detail per project and minute on one instance; the rest are only counted. */
+  refusalDetailPerMinute: number;
+  /** Days a detailed refusal is kept before the upkeep job removes it; the daily counts stay. */
+  refusalRetentionDays: number;
   // Upkeep (src/retention/maintenance.ts): replay and webhook retention, ledger checkpoints.
   /** Between two passes of the upkeep job; 0 disables it. */
   maintenanceIntervalMs: number;
@@ -308,6 +315,9 @@ export function loadConfig(env: Env = process.env): Config {
       nodeEnv === "production" ? "refuse" : "allow",
     ) as "refuse" | "allow",
     webhookRetentionDays: read("WEBHOOK_RETENTION_DAYS", (v) => intIn(v, 1, 3650), 30),
+    refusalFlushMs: read("REFUSAL_FLUSH_MS", (v) => intIn(v, 10, 60_000), 1000),
+    refusalDetailPerMinute: read("REFUSAL_DETAIL_PER_MINUTE", (v) => intIn(v, 0, 10_000), 20),
+    refusalRetentionDays: read("REFUSAL_RETENTION_DAYS", (v) => intIn(v, 1, 3650), 14),
     maintenanceIntervalMs: read("MAINTENANCE_INTERVAL_MS", (v) => intIn(v, 0, 3_600_000), 60_000),
     retentionBatchSize: read("RETENTION_BATCH_SIZE", (v) => intIn(v, 1, 100_000), 1000),
     checkpointEveryEntries: read("CHECKPOINT_EVERY_ENTRIES", (v) => intIn(v, 1, 10_000_000), 10_000),

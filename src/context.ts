@@ -12,6 +12,7 @@ import type { ReservationBatcher } from "./ledger/batcher.ts";
 import type { Metrics } from "./metrics/metrics.ts";
 import type { AuthFailureLimiter } from "./rate-limits/failed-auth.ts";
 import type { RateLimiter } from "./rate-limits/limiter.ts";
+import type { RefusalRecorder } from "./refusals/recorder.ts";
 import type { Keyring } from "./secrets/envelope.ts";
 import type { Signer } from "./sponsor/signer.ts";
 import type { ApprovalGate } from "./webhooks/approval.ts";
@@ -49,6 +50,8 @@ export interface Services {
   metrics: Metrics;
   /** Projects' approval webhooks, asked before a sponsorship is signed (settings cached). */
   approvals: ApprovalGate;
+  /** Refused sponsorship requests, buffered and written in batches (refusals/recorder.ts). */
+  refusals: RefusalRecorder;
   /** Milliseconds since the epoch; tests may move it. */
   now: () => number;
 }

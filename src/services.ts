@@ -20,6 +20,7 @@ import { reservationBatcher } from "./ledger/batcher.ts";
 import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP, type ServedChain } from "./metrics/metrics.ts";
 import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
+import { refusalRecorder } from "./refusals/recorder.ts";
 import { type Maintenance, maintenance } from "./retention/maintenance.ts";
 import { loadOrCreateSecret } from "./secrets/key-files.ts";
 import { secretsKeyring } from "./secrets/keyring.ts";
@@ -129,6 +130,11 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     readiness,
     metrics,
     approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics, keyring }),
+    refusals: refusalRecorder(db, {
+      flushIntervalMs: config.refusalFlushMs,
+      detailPerMinute: config.refusalDetailPerMinute,
+      onError: () => metrics.refusalFlushFailed(),
+    }),
     now,
     ...overrides,
   };
@@ -154,6 +160,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     batchSize: config.retentionBatchSize,
     checkpointEvery: config.checkpointEveryEntries,
     webhookRetentionDays: config.webhookRetentionDays,
+    refusalRetentionDays: config.refusalRetentionDays,
     now,
   });
   return {
@@ -163,6 +170,8 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     maintenance: upkeep,
     async close() {
       await upkeep.stop();
+      // The refusals still buffered are written before the database closes (the caller's).
+      await services.refusals.stop().catch(() => {});
       await webhooks.stop();
       await watchers?.stop();
       await feeOracle.stop();

@@ -376,6 +376,16 @@ const ROUTES: RouteCase[] = [
     expect: READ_PROJECT,
   },
   {
+    name: "GET /projects/:id/refusals",
+    request: () => ({ method: "GET", url: "/projects/mxp/refusals" }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "GET /projects/:id/analytics/refusals",
+    request: () => ({ method: "GET", url: "/projects/mxp/analytics/refusals" }),
+    expect: READ_PROJECT,
+  },
+  {
     name: "GET /projects/:id/analytics/daily",
     request: () => ({ method: "GET", url: "/projects/mxp/analytics/daily" }),
     expect: READ_PROJECT,

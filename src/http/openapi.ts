@@ -149,6 +149,16 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: [...member, "invalid_cursor"],
   },
+  "GET /projects/:id/refusals": {
+    operationId: "listRefusals",
+    access: "bearer",
+    errors: [...member, "invalid_cursor"],
+  },
+  "GET /projects/:id/analytics/refusals": {
+    operationId: "getRefusalCounts",
+    access: "bearer",
+    errors: member,
+  },
   "GET /projects/:id/analytics/money": {
     operationId: "getMoney",
     access: "bearer",

@@ -118,6 +118,8 @@ export interface Metrics {
   webhookAttempt(outcome: WebhookAttemptOutcome, seconds: number): void;
   /** A delivery that used its last attempt and is now `failed`. */
   webhookGaveUp(): void;
+  /** A batch of refusals that could not be written (refusals/recorder.ts); its counts are retried. */
+  refusalFlushFailed(): void;
   /**
    * Where the pending-deliveries gauge comes from: `read` (a bounded count in the store) runs
    * when a scrape finds the last value older than PENDING_SAMPLE_MAX_AGE_MS by `now`, one read at
@@ -354,6 +356,11 @@ export function createMetrics(options: {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers,
   });
+  const refusalFlushFailures = new Counter({
+    name: "gss_refusal_flush_failures_total",
+    help: "Batches of refused requests an instance could not write (the database did not answer); their counts are kept for the next batch",
+    registers,
+  });
   const gaveUp = new Counter({
     name: "gss_webhook_deliveries_failed_total",
     help: "Webhook deliveries that failed for good: their last attempt (WEBHOOK_MAX_ATTEMPTS) failed too",
@@ -498,6 +505,7 @@ export function createMetrics(options: {
       attemptDuration.observe(seconds);
     },
     webhookGaveUp: () => gaveUp.inc(),
+    refusalFlushFailed: () => refusalFlushFailures.inc(),
     pendingDeliveriesFrom(read, now = Date.now) {
       pendingSample = cachedRead(read, now);
     },

@@ -376,3 +376,17 @@ export function facts(pairs) {
     pairs.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))),
   );
 }
+
+/** YYYY-MM-DD naming a real day (not 2026-02-30): the date filters of events and refusals. */
+export function isDay(text) {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return false;
+  const d = new Date(`${text}T00:00:00.000Z`);
+  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === text;
+}
+
+/** The start of the UTC day after `day` (YYYY-MM-DD), as the API's exclusive `to`. */
+export function nextDay(day) {
+  const d = new Date(`${day}T00:00:00.000Z`);
+  d.setUTCDate(d.getUTCDate() + 1);
+  return d.toISOString();
+}
