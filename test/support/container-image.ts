@@ -194,7 +194,11 @@ export function applyCopy(copy: Copy, files: readonly string[], workdir: string)
     if (matched.length === 0) throw new Error(`COPY ${source}: nothing there (left out by .dockerignore?)`);
     for (const f of matched) {
       const target =
-        f === s ? (intoDir ? posix.join(dest, basename(f)) : dest) : posix.join(dest, s ? f.slice(s.length + 1) : f);
+        f === s
+          ? intoDir
+            ? posix.join(dest, basename(f))
+            : dest
+          : posix.join(dest, s ? f.slice(s.length + 1) : f);
       added.set(target, f);
     }
   }
