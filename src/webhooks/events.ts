@@ -8,7 +8,9 @@
  *
  * Each event is written to event_outbox in the transaction of the change it reports, by the
  * `*_emit_*` triggers in db/functions/ (`cap.reached` by the policies' reservation,
- * db/functions/policy_cap_reached.sql; a threshold raised above the balance by webhooks/store.ts).
+ * db/functions/policy_cap_reached.sql; `budget.threshold` by the reservation and the daily
+ * count, db/functions/budget_threshold.sql; a threshold raised above the balance by
+ * webhooks/store.ts).
  *
  * Adding a type: an entry here, the SQL that emits it, and its row in the README's table (the
  * test holds the README's type, description and keys to this file).
@@ -105,6 +107,22 @@ export const EVENTS = {
       maxOperations: Nullable(Type.Integer()),
       spentWei: Wei,
       operations: Type.Integer(),
+      at: Instant,
+    }),
+  },
+  "budget.threshold": {
+    description:
+      "a project-wide budget (the daily cap, a project spend or count cap) was used to 50, 75, 90 or 100 %: each level once per window",
+    payload: payload({
+      ruleId: Type.String({ description: "daily_cap, or the policy rule's id" }),
+      kind: Type.String(),
+      percent: Type.Union([50, 75, 90, 100].map((n) => Type.Literal(n))),
+      window: Nullable(Type.String()),
+      windowStart: Instant,
+      maxWei: Nullable(Wei),
+      maxOperations: Nullable(Type.Integer()),
+      spentWei: Wei,
+      operations: Nullable(Type.Integer()),
       at: Instant,
     }),
   },

@@ -35,6 +35,8 @@ DECLARE
   v_used numeric;
   v_ops bigint;
   v_reached timestamptz;
+  v_alerted smallint;
+  v_level smallint;
   v_counted jsonb;
   v_created timestamptz;
   -- The batch's grants, written together after the loop; and its nonces, so that a nonce used
@@ -161,9 +163,20 @@ BEGIN
             VALUES (p_project, r.id, v_subject, v_ws, it.cost, 1)
             ON CONFLICT (project_id, rule_id, subject, window_start)
               DO UPDATE SET spent = u.spent + EXCLUDED.spent, ops = u.ops + 1
-            RETURNING u.spent, u.ops, u.reached_at INTO v_used, v_ops, v_reached;
+            RETURNING u.spent, u.ops, u.reached_at, u.alerted_pct INTO v_used, v_ops, v_reached, v_alerted;
           IF v_reached IS NULL AND (v_used >= r.max_wei OR v_ops >= r.max_operations) THEN
             PERFORM policy_cap_reached(p_project, r, v_subject, v_ws, v_used, v_ops, p_now);
+          END IF;
+          -- A project-wide budget announces 50/75/90/100 % once per window (budget_threshold.sql);
+          -- a per-sender cap does not: every player would report their own.
+          IF v_subject = '*' THEN
+            v_level := GREATEST(budget_level(v_used, r.max_wei), budget_level(v_ops, r.max_operations));
+            IF v_level > v_alerted THEN
+              UPDATE policy_usage SET alerted_pct = v_level
+                WHERE project_id = p_project AND rule_id = r.id AND subject = '*' AND window_start = v_ws;
+              PERFORM budget_threshold_emit(p_project, r.id, r.kind, r.window_kind, v_ws, r.max_wei,
+                r.max_operations, v_used, v_ops, v_level, p_now);
+            END IF;
           END IF;
           v_counted := COALESCE(v_counted, '[]'::jsonb)
             || jsonb_build_object('rule', r.id, 'subject', v_subject, 'window_start', v_ws);
