@@ -1,7 +1,7 @@
 /**
  * Spend alerts at thresholds (issue 24): `budget.threshold` when a project-wide budget — the
  * daily cap, a project spend or count cap — is used to 50, 75, 90 and 100 %, each level once per
- * window, written by the reservation itself (db/functions/budget_threshold.sql). Per-sender caps
+ * window, written by the reservation itself (db/functions/budget_threshold_emit.sql). Per-sender caps
  * announce nothing; a count that falls back (a release) and crosses again repeats nothing.
  */
 import assert from "node:assert/strict";

@@ -9,7 +9,7 @@
  * Each event is written to event_outbox in the transaction of the change it reports, by the
  * `*_emit_*` triggers in db/functions/ (`cap.reached` by the policies' reservation,
  * db/functions/policy_cap_reached.sql; `budget.threshold` by the reservation and the daily
- * count, db/functions/budget_threshold.sql; a threshold raised above the balance by
+ * count, db/functions/budget_threshold_emit.sql; a threshold raised above the balance by
  * webhooks/store.ts).
  *
  * Adding a type: an entry here, the SQL that emits it, and its row in the README's table (the

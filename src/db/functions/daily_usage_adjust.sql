@@ -4,7 +4,7 @@
 -- counts again (positive). plpgsql rather than SQL: its statements' plans are kept for the
 -- session, where a SQL function's would be made again on every call (PostgreSQL 15).
 --
--- A count that grows may cross a level of the daily cap (budget_threshold.sql): the level is kept
+-- A count that grows may cross a level of the daily cap (budget_level.sql, budget_threshold_emit.sql): the level is kept
 -- with the day's row and announced once. The cap is read only then, from the project's row,
 -- which the reservation has already locked.
 CREATE OR REPLACE FUNCTION daily_usage_adjust(p_project text, p_day date, p_delta numeric) RETURNS void

@@ -167,7 +167,7 @@ BEGIN
           IF v_reached IS NULL AND (v_used >= r.max_wei OR v_ops >= r.max_operations) THEN
             PERFORM policy_cap_reached(p_project, r, v_subject, v_ws, v_used, v_ops, p_now);
           END IF;
-          -- A project-wide budget announces 50/75/90/100 % once per window (budget_threshold.sql);
+          -- A project-wide budget announces 50/75/90/100 % once per window (budget_threshold_emit.sql);
           -- a per-sender cap does not: every player would report their own.
           IF v_subject = '*' THEN
             v_level := GREATEST(budget_level(v_used, r.max_wei), budget_level(v_ops, r.max_operations));
