@@ -12,6 +12,7 @@ import { analyticsRoutes } from "./analytics/routes.ts";
 import { apiKeyRoutes } from "./api-keys/routes.ts";
 import { chainRoutes } from "./chains/routes.ts";
 import type { Services } from "./context.ts";
+import { contractRoutes } from "./contracts/routes.ts";
 import { dashboardRoutes, stripSignInCallback } from "./dashboard/routes.ts";
 import { fundingRoutes } from "./funding/routes.ts";
 import { healthRoutes } from "./health/routes.ts";
@@ -161,6 +162,7 @@ export async function buildApp({
     projectRoutes,
     apiKeyRoutes,
     allowlistRoutes,
+    contractRoutes,
     policyRoutes,
     fundingRoutes,
     analyticsRoutes,

@@ -118,6 +118,18 @@ const ensureEntry = async () => {
   });
 };
 
+const ensureContract = async () => {
+  await t.request({
+    method: "PUT",
+    url: `/projects/mxp/contracts/${GAME}`,
+    token: creds.owner,
+    payload: { abi: [{ type: "function", name: "mint", inputs: [{ type: "uint256" }] }] },
+  });
+};
+const dropContract = async () => {
+  await t.request({ method: "DELETE", url: `/projects/mxp/contracts/${GAME}`, token: creds.owner });
+};
+
 const RULE = { kind: "sender_count_cap", maxOperations: 5, window: "day" };
 const ensureRule = async () => {
   await t.request({ method: "PUT", url: "/projects/mxp/policies/matrix", token: creds.owner, payload: RULE });
@@ -338,6 +350,27 @@ const ROUTES: RouteCase[] = [
       url: "/projects/mxp/allowlist",
       payload: { targetContract: GAME, functionSelector: "0xa0712d68" },
     }),
+    expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
+  },
+  {
+    name: "GET /projects/:id/contracts",
+    request: () => ({ method: "GET", url: "/projects/mxp/contracts" }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "PUT /projects/:id/contracts/:address",
+    setup: dropContract,
+    request: () => ({
+      method: "PUT",
+      url: `/projects/mxp/contracts/${GAME}`,
+      payload: { name: "Game", abi: [{ type: "function", name: "mint", inputs: [{ type: "uint256" }] }] },
+    }),
+    expect: row([201, 201, 201, 403, 404, 403, 403, 201, 401]),
+  },
+  {
+    name: "DELETE /projects/:id/contracts/:address",
+    setup: ensureContract,
+    request: () => ({ method: "DELETE", url: `/projects/mxp/contracts/${GAME}` }),
     expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
   },
   {

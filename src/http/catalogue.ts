@@ -120,6 +120,12 @@ export const ERRORS = {
     when: "A policy rule is malformed for its kind (fields, window, campaign times, sender list), duplicates another rule of the project, or would take the project past its number of rules.",
     rpc: RPC_CODES.invalidRequest,
   },
+  invalid_abi: {
+    status: 400,
+    title: "Invalid ABI",
+    when: "An uploaded contract ABI is not a JSON ABI array, or none of its entries is a function with a valid signature.",
+    rpc: RPC_CODES.invalidRequest,
+  },
   // 401 and 403: who is asking, and may they.
   unauthorized: {
     status: 401,
@@ -253,6 +259,12 @@ export const ERRORS = {
     status: 409,
     title: "Allowlist full",
     when: "The project's allowlist already holds the most entries a project may have.",
+    rpc: refused,
+  },
+  contracts_full: {
+    status: 409,
+    title: "Contracts full",
+    when: "The project already has the most contract ABIs a project may have.",
     rpc: refused,
   },
   quota_exceeded: {

@@ -112,6 +112,22 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: [...member, "allowlist_full"],
   },
+  "GET /projects/:id/contracts": {
+    operationId: "listContracts",
+    summary: "The contracts the project has named, each with its functions' selectors and signatures",
+    access: "bearer",
+    errors: member,
+  },
+  "PUT /projects/:id/contracts/:address": {
+    operationId: "putContract",
+    access: "bearer",
+    errors: [...member, "invalid_abi", "contracts_full"],
+  },
+  "DELETE /projects/:id/contracts/:address": {
+    operationId: "deleteContract",
+    access: "bearer",
+    errors: member,
+  },
   "PATCH /projects/:id/allowlist": {
     operationId: "changeAllowlistEntry",
     access: "bearer",
