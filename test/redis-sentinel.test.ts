@@ -101,6 +101,8 @@ async function failOverUnderLoad(
 ): Promise<string> {
   assert.equal(await sentinel.currentMasterPort(), from.port);
   const busy = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
+  const probe = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
+  const probeKey = counterKey(prefix, await keyIdOf(probe.projectId));
   const load = startLoad([a, b], busy);
   await load.answered(40);
   const startedMs = Date.now();
@@ -112,9 +114,24 @@ async function failOverUnderLoad(
     /^role:master\r?$/m.test(String(await to.call("INFO", "replication"))) ? true : undefined,
   );
   const promotedMs = Date.now() - startedMs;
+  // Each instance counts on the new master: a request moves the probe key's counter there. (A
+  // surviving old master answers as a master until Sentinel demotes it, seconds later; an
+  // instance still connected to it would count there, and those counts would be lost.)
+  for (const app of [a, b]) {
+    await waitFor("the instance counts on the new master", async () => {
+      const before = Number(await to.call("GET", probeKey));
+      const res = await app.request({
+        method: "GET",
+        url: `/projects/${probe.projectId}`,
+        token: probe.apiKey,
+      });
+      assert.equal(res.statusCode, 200);
+      return Number(await to.call("GET", probeKey)) === before + 1 ? true : undefined;
+    });
+  }
+  const readyMs = Date.now() - startedMs;
   await waitRedisReady(a);
   await waitRedisReady(b);
-  const readyMs = Date.now() - startedMs;
   await load.answered(40);
   const statuses = await load.stop();
   assert.deepEqual(
@@ -123,5 +140,5 @@ async function failOverUnderLoad(
     `${statuses.length} requests under load, every one answered 200`,
   );
   await assertExactOn(to, 15);
-  return `${statuses.length} requests under load, all 200; promoted after ${promotedMs} ms, both instances on the new master after ${readyMs} ms`;
+  return `${statuses.length} requests under load, all 200; promoted after ${promotedMs} ms, both instances counting on it after ${readyMs} ms`;
 }
