@@ -140,5 +140,5 @@ async function failOverUnderLoad(
     `${statuses.length} requests under load, every one answered 200`,
   );
   await assertExactOn(to, 15);
-  return `${statuses.length} requests under load, all 200; promoted after ${promotedMs} ms, both instances counting on it after ${readyMs} ms`;
+  return `${statuses.length} requests under load, all 200 (slowest ${load.slowestMs()} ms); promoted after ${promotedMs} ms, both instances counting on it after ${readyMs} ms`;
 }

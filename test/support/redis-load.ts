@@ -9,6 +9,8 @@ import { waitFor } from "./redis-servers.ts";
 export interface Load {
   /** Every status so far, in order of arrival. */
   statuses: number[];
+  /** The slowest response so far, in ms (for the test's log, never asserted). */
+  slowestMs(): number;
   /** Waits until `more` further responses have arrived. */
   answered(more: number): Promise<void>;
   /** Stops the loops and waits for the requests in flight. */
@@ -17,15 +19,18 @@ export interface Load {
 
 export function startLoad(apps: TestApp[], p: { projectId: string; apiKey: string }, loops = 4): Load {
   const statuses: number[] = [];
+  let slowestMs = 0;
   let running = true;
   const loop = async (i: number) => {
     while (running) {
       const app = apps[i % apps.length]!;
+      const startedMs = Date.now();
       const res = await app.request({
         method: "GET",
         url: `/projects/${p.projectId}/balance`,
         token: p.apiKey,
       });
+      slowestMs = Math.max(slowestMs, Date.now() - startedMs);
       statuses.push(res.statusCode);
       // Lets the test's own polling run between requests on a loaded machine.
       await sleep(5);
@@ -34,6 +39,7 @@ export function startLoad(apps: TestApp[], p: { projectId: string; apiKey: strin
   const done = Promise.all(Array.from({ length: loops }, (_, i) => loop(i)));
   return {
     statuses,
+    slowestMs: () => slowestMs,
     async answered(more) {
       const target = statuses.length + more;
       await waitFor(`${more} more responses under load`, async () =>
