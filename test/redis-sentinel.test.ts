@@ -76,9 +76,13 @@ describe("rate limits through Redis Sentinel (master, replica, one Sentinel; two
         "REPLICAS",
         sentinel.name,
       )) as string[][];
-      return replicas.some((r) => r[r.indexOf("port") + 1] === String(before.port) && !r.includes("s_down"))
-        ? true
-        : undefined;
+      // Each replica is a flat list of field, value; its flags say whether Sentinel sees it down.
+      const field = (r: string[], name: string) => r[r.indexOf(name) + 1];
+      const known = replicas.some(
+        (r) =>
+          field(r, "port") === String(before.port) && !/s_down|disconnected/.test(field(r, "flags") ?? ""),
+      );
+      return known ? true : undefined;
     });
   });
 
