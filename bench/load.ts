@@ -12,6 +12,8 @@ export interface LoadSpec {
   path: string;
   apiKey: string | null;
   bodies: string[];
+  /** GET these paths in turn instead of POSTing `bodies` to `path`. */
+  getPaths?: string[];
   connections: number;
   durationSec: number;
 }
@@ -38,7 +40,9 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (spec.apiKey) headers.authorization = `Bearer ${spec.apiKey}`;
   // Pre-built requests: autocannon renders each one once and then cycles through the buffers.
-  const requests = spec.bodies.map((body) => ({ method: "POST" as const, path: spec.path, headers, body }));
+  const requests = spec.getPaths
+    ? spec.getPaths.map((path) => ({ method: "GET" as const, path, headers }))
+    : spec.bodies.map((body) => ({ method: "POST" as const, path: spec.path, headers, body }));
 
   const latencies: number[] = [];
   const statusCounts: Record<string, number> = {};

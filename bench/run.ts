@@ -29,7 +29,8 @@ import { ownerCall, startBenchReceiver } from "./webhooks.ts";
  *   BENCH_NODE_OPTIONS (extra node flags for the children, e.g. "--cpu-prof"),
  *   BENCH_KEEP (keep the temporary data directory and logs), BENCH_JSON (write results there),
  *   BENCH_FRESH_DB=0 (use DATABASE_URL's database itself instead of a fresh one beside it),
- *   BENCH_SKIP_WEBHOOKS (skip the webhook scenarios: events subscribed, then an approval webhook).
+ *   BENCH_SKIP_WEBHOOKS (skip the webhook scenarios: events subscribed, then an approval webhook),
+ *   BENCH_SKIP_REFUSALS (skip the refused-requests scenario).
  */
 
 const USERS = 1_000;
@@ -131,6 +132,15 @@ async function main() {
           for (const [label, target] of targets) {
             rows.push(await scenario(`${label}${name}`, target, seeded.apiKey, requestBodies, connections));
           }
+        }
+      }
+      if (!process.env.BENCH_SKIP_REFUSALS) {
+        // Issue 24: the same load off the allowlist, on the single process. Every request is
+        // refused (403 not_allowlisted) and goes to the refusal log's in-memory buffer, which
+        // writes one statement per batch: compare with "authorize, 1,000 users".
+        const refused = bodies({ ...seeded, target: OFF_ALLOWLIST }, runId, USERS);
+        for (const connections of connectionCounts) {
+          rows.push(await scenario("refused, 1,000 users", service, seeded.apiKey, refused, connections));
         }
       }
       if (!process.env.BENCH_SKIP_WEBHOOKS) {
@@ -259,6 +269,9 @@ async function startSeededService(
 }
 
 /** Request bodies over `users` distinct senders; the addresses are stable for a run id. */
+/** A contract no bench project allowlists: authorize refuses every call to it. */
+const OFF_ALLOWLIST = "0x00000000000000000000000000000000000000c0";
+
 function bodies(
   seeded: Pick<Seeded, "projectId" | "target" | "selector">,
   runId: string,

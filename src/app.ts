@@ -28,6 +28,7 @@ import { installRequestObservability, requestIdOf, trustProxyOption } from "./me
 import { orgRoutes } from "./orgs/routes.ts";
 import { policyRoutes } from "./policies/routes.ts";
 import { projectRoutes } from "./projects/routes.ts";
+import { refusalRoutes } from "./refusals/routes.ts";
 import { rpcRoutes } from "./rpc/routes.ts";
 import { settlementRoutes } from "./settlement/routes.ts";
 import { sponsorRoutes } from "./sponsor/routes.ts";
@@ -47,7 +48,7 @@ const API_TAGS = [
     description: "A project's sponsorship rules: caps per sender and project, campaign, sender lists.",
   },
   { name: "funding", description: "Deposit addresses that fund a project's gas tank." },
-  { name: "analytics", description: "What a project sponsored: totals and events." },
+  { name: "analytics", description: "What a project sponsored and refused: totals, events, refusals." },
   { name: "funds parity", description: "Proof that cached balances equal the ledger." },
   { name: "sponsorship", description: "Authorizing sponsored user operations: REST and ERC-7677." },
   {
@@ -163,6 +164,7 @@ export async function buildApp({
     policyRoutes,
     fundingRoutes,
     analyticsRoutes,
+    refusalRoutes,
     parityRoutes,
     settlementRoutes,
     sponsorRoutes,

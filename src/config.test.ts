@@ -15,6 +15,42 @@ describe("loadConfig", () => {
     assert.equal(c.clockSkewSec, 60);
   });
 
+  it("reads DATABASE_READ_URL as a list of replicas, needs DATABASE_URL, and never echoes a URL", () => {
+    const primary = "postgres://app:s3cret-primary@db:5432/gss";
+    const c = loadConfig({
+      DATABASE_URL: primary,
+      DATABASE_READ_URL: "postgres://app:pw1@r1:5432/gss, postgresql://app:pw2@r2:5432/gss",
+    });
+    assert.deepEqual(c.databaseReadUrls, [
+      "postgres://app:pw1@r1:5432/gss",
+      "postgresql://app:pw2@r2:5432/gss",
+    ]);
+    assert.equal(c.databaseReadMaxLagMs, 2000);
+    assert.deepEqual(loadConfig({}).databaseReadUrls, []);
+    assert.throws(
+      () => loadConfig({ DATABASE_READ_URL: "postgres://app:pw1@r1:5432/gss" }),
+      (err: Error) => err instanceof ConfigError && /DATABASE_READ_URL: needs DATABASE_URL/.test(err.message),
+    );
+    for (const bad of [
+      "postgres://app:pw1@r1/gss,,",
+      "postgres://app:pw1@r1/gss,mysql://app:pw2@r2/x",
+      "nope",
+    ]) {
+      assert.throws(
+        () => loadConfig({ DATABASE_URL: primary, DATABASE_READ_URL: bad }),
+        (err: Error) =>
+          err instanceof ConfigError &&
+          /DATABASE_READ_URL: /.test(err.message) &&
+          !/pw1|pw2|s3cret/.test(err.message),
+        bad,
+      );
+    }
+    assert.throws(
+      () => loadConfig({ DATABASE_URL: primary, DATABASE_READ_MAX_LAG_MS: "-1" }),
+      (err: Error) => err instanceof ConfigError && /DATABASE_READ_MAX_LAG_MS: /.test(err.message),
+    );
+  });
+
   it("prices at the market by default: 1 wei floor, 200 gwei ceiling, 50 % margin, 1 s refresh, 30 s bound", () => {
     const c = loadConfig({}).chains[0]!;
     assert.deepEqual(

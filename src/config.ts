@@ -118,6 +118,14 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | null;
+  /**
+   * Streaming replicas of DATABASE_URL for reads that tolerate lag (src/db/replicas.ts): the
+   * analytics, the events list, deposit history and the funds parity report. Empty: every read
+   * goes to the primary.
+   */
+  databaseReadUrls: readonly string[];
+  /** A replica further behind the primary than this is skipped, and its reads go to the primary. */
+  databaseReadMaxLagMs: number;
   /** REDIS_URL as given (a standalone server, or the credentials and TLS of a cluster or Sentinel). */
   redisUrl: string | null;
   /** Where the shared counters live: one server, a Redis Cluster, or a master found through Sentinel; null = in memory. */
@@ -221,6 +229,13 @@ export interface Config {
    * job removes them (src/retention/webhooks.ts); deliveries still pending are never removed.
    */
   webhookRetentionDays: number;
+  // Refusals (src/refusals): buffered per instance, written in batches.
+  /** Longest wait before an instance writes the refusals it has buffered. */
+  refusalFlushMs: number;
+  /** Refusals kept with their detail per project and minute on one instance; the rest are only counted. */
+  refusalDetailPerMinute: number;
+  /** Days a detailed refusal is kept before the upkeep job removes it; the daily counts stay. */
+  refusalRetentionDays: number;
   // Upkeep (src/retention/maintenance.ts): replay and webhook retention, ledger checkpoints.
   /** Between two passes of the upkeep job; 0 disables it. */
   maintenanceIntervalMs: number;
@@ -266,6 +281,8 @@ export function loadConfig(env: Env = process.env): Config {
     host: read("HOST", (v) => v, "0.0.0.0"),
     dataDir: read("DATA_DIR", (v) => v, "./data"),
     databaseUrl: read("DATABASE_URL", url(["postgres:", "postgresql:"]), null),
+    databaseReadUrls: read("DATABASE_READ_URL", urlList(["postgres:", "postgresql:"], 8), []),
+    databaseReadMaxLagMs: read("DATABASE_READ_MAX_LAG_MS", (v) => intIn(v, 0, 600_000), 2000),
     redisUrl: read("REDIS_URL", url(["redis:", "rediss:"]), null),
     redis: null,
     signerPrivateKey: read("SIGNER_PRIVATE_KEY", privateKey, null),
@@ -326,6 +343,9 @@ export function loadConfig(env: Env = process.env): Config {
       nodeEnv === "production" ? "refuse" : "allow",
     ) as "refuse" | "allow",
     webhookRetentionDays: read("WEBHOOK_RETENTION_DAYS", (v) => intIn(v, 1, 3650), 30),
+    refusalFlushMs: read("REFUSAL_FLUSH_MS", (v) => intIn(v, 10, 60_000), 1000),
+    refusalDetailPerMinute: read("REFUSAL_DETAIL_PER_MINUTE", (v) => intIn(v, 0, 10_000), 20),
+    refusalRetentionDays: read("REFUSAL_RETENTION_DAYS", (v) => intIn(v, 1, 3650), 14),
     maintenanceIntervalMs: read("MAINTENANCE_INTERVAL_MS", (v) => intIn(v, 0, 3_600_000), 60_000),
     retentionBatchSize: read("RETENTION_BATCH_SIZE", (v) => intIn(v, 1, 100_000), 1000),
     checkpointEveryEntries: read("CHECKPOINT_EVERY_ENTRIES", (v) => intIn(v, 1, 10_000_000), 10_000),
@@ -334,6 +354,9 @@ export function loadConfig(env: Env = process.env): Config {
   // A project allowed every slot could hold them all while its receivers hang (issue 20).
   if (config.webhookMaxInFlightPerProject >= config.webhookConcurrency) {
     problems.push("WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: must be below WEBHOOK_CONCURRENCY");
+  }
+  if (config.databaseReadUrls.length > 0 && config.databaseUrl === null) {
+    problems.push("DATABASE_READ_URL: needs DATABASE_URL (the embedded store has no replicas)");
   }
   if (problems.length > 0) {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
@@ -608,6 +631,24 @@ function url(protocols: string[]) {
     }
     if (!protocols.includes(parsed.protocol)) throw new Error(`must use ${protocols.join(" or ")}`);
     return v;
+  };
+}
+
+/** Comma-separated URLs, each checked like url(); at most `max` of them. */
+function urlList(protocols: string[], max: number) {
+  const one = url(protocols);
+  return (v: string): string[] => {
+    const parts = v.split(",").map((part) => part.trim());
+    if (parts.some((part) => part === "")) throw new Error("must be URLs separated by commas, none empty");
+    if (parts.length > max) throw new Error(`at most ${max} URLs`);
+    return parts.map((part, i) => {
+      try {
+        return one(part);
+      } catch (err) {
+        // Which one, by position: the value itself may carry a password.
+        throw new Error(`URL ${i + 1}: ${(err as Error).message}`);
+      }
+    });
   };
 }
 

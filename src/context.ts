@@ -4,6 +4,7 @@ import type { ApiKeyResolver } from "./api-keys/resolver.ts";
 import type { FeeOracle } from "./chains/fee-oracle.ts";
 import type { Config } from "./config.ts";
 import type { Db } from "./db/db.ts";
+import type { Reads } from "./db/replicas.ts";
 import type { DepositDeriver } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/readiness.ts";
 import type { TokenVerifier } from "./identity/tokens.ts";
@@ -11,6 +12,7 @@ import type { ReservationBatcher } from "./ledger/batcher.ts";
 import type { Metrics } from "./metrics/metrics.ts";
 import type { AuthFailureLimiter } from "./rate-limits/failed-auth.ts";
 import type { RateLimiter } from "./rate-limits/limiter.ts";
+import type { RefusalRecorder } from "./refusals/recorder.ts";
 import type { Keyring } from "./secrets/envelope.ts";
 import type { Signer } from "./sponsor/signer.ts";
 import type { ApprovalGate } from "./webhooks/approval.ts";
@@ -20,6 +22,12 @@ export interface Services {
   version: string;
   config: Config;
   db: Db;
+  /**
+   * Where lag-tolerant reads go (analytics, events, deposit history, funds parity): the read
+   * replicas of DATABASE_READ_URL while they are close enough, else `db` (db/replicas.ts). Who
+   * may read is still checked on `db`.
+   */
+  reads: Reads;
   tokens: TokenVerifier;
   deposits: DepositDeriver;
   apiKeys: ApiKeyResolver;
@@ -42,6 +50,8 @@ export interface Services {
   metrics: Metrics;
   /** Projects' approval webhooks, asked before a sponsorship is signed (settings cached). */
   approvals: ApprovalGate;
+  /** Refused sponsorship requests, buffered and written in batches (refusals/recorder.ts). */
+  refusals: RefusalRecorder;
   /** Milliseconds since the epoch; tests may move it. */
   now: () => number;
 }

@@ -10,6 +10,7 @@ import { type ChainWatchers, createChainWatchers, rpcErrorsOf } from "./chains/w
 import { type Config, liveEntryPoints } from "./config.ts";
 import type { Services } from "./context.ts";
 import type { Db } from "./db/db.ts";
+import { primaryReads, type ReadRouter, readRouter } from "./db/replicas.ts";
 import { DEPOSIT_WATCHER } from "./funding/deposit-watcher.ts";
 import { depositDeriver, xpubFromLocalSeed } from "./funding/derivation.ts";
 import type { ReadinessProbe } from "./health/readiness.ts";
@@ -19,6 +20,7 @@ import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP, type ServedChain }
 import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
 import { connectRedis } from "./redis/client.ts";
+import { refusalRecorder } from "./refusals/recorder.ts";
 import { type Maintenance, maintenance } from "./retention/maintenance.ts";
 import { loadOrCreateSecret } from "./secrets/key-files.ts";
 import { secretsKeyring } from "./secrets/keyring.ts";
@@ -78,6 +80,21 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   const readiness: ReadinessProbe[] = [databaseProbe(db)];
   if (redis) readiness.push(redisProbe(rateLimiter));
   const metrics: Metrics = overrides.metrics ?? createMetrics({ version: VERSION, now });
+  const replicas =
+    db.kind === "postgres" && config.databaseReadUrls.length > 0
+      ? readRouter(db, config.databaseReadUrls, {
+          maxLagMs: config.databaseReadMaxLagMs,
+          now,
+          routed: (target) => metrics.readRouted(target),
+          checked: (states) => {
+            for (const s of states) metrics.replicaLag(s.index, s.up ? s.lagMs : null);
+          },
+        })
+      : null;
+  if (replicas) {
+    readiness.push(...replicaProbes(replicas, config.databaseReadUrls.length));
+    replicas.start();
+  }
   metrics.pendingDeliveriesFrom(() => countPending(db, PENDING_DELIVERIES_CAP), now);
   const served = servedChains(config);
   metrics.chainsServed(served);
@@ -98,6 +115,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     version: VERSION,
     config,
     db,
+    reads: replicas ?? primaryReads(db),
     tokens,
     deposits: depositDeriver(config.depositXpub ?? xpubFromLocalSeed(config.dataDir)),
     apiKeys,
@@ -112,6 +130,11 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     readiness,
     metrics,
     approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics, keyring }),
+    refusals: refusalRecorder(db, {
+      flushIntervalMs: config.refusalFlushMs,
+      detailPerMinute: config.refusalDetailPerMinute,
+      onError: () => metrics.refusalFlushFailed(),
+    }),
     now,
     ...overrides,
   };
@@ -137,6 +160,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     batchSize: config.retentionBatchSize,
     checkpointEvery: config.checkpointEveryEntries,
     webhookRetentionDays: config.webhookRetentionDays,
+    refusalRetentionDays: config.refusalRetentionDays,
     now,
   });
   return {
@@ -146,10 +170,13 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     maintenance: upkeep,
     async close() {
       await upkeep.stop();
+      // The refusals still buffered are written before the database closes (the caller's).
+      await services.refusals.stop().catch(() => {});
       await webhooks.stop();
       await watchers?.stop();
       await feeOracle.stop();
       await apiKeys.close();
+      await replicas?.close();
       redis?.disconnect();
     },
   };
@@ -170,6 +197,24 @@ function databaseProbe(db: Db): ReadinessProbe {
       }
     },
   };
+}
+
+/**
+ * One check per read replica, `replica:<position>`: degraded when it is down or lags past the
+ * bound (its reads then go to the primary, so the instance still serves everything).
+ */
+function replicaProbes(router: ReadRouter, count: number): ReadinessProbe[] {
+  return Array.from({ length: count }, (_, index) => ({
+    name: `replica:${index}`,
+    async check() {
+      const state = router.states()[index]!;
+      if (state.up && state.detail === undefined) return { status: "ok" as const };
+      return {
+        status: "degraded" as const,
+        detail: `${state.detail ?? "not in use"}; its reads go to the primary`,
+      };
+    },
+  }));
 }
 
 function redisProbe(limiter: RateLimiter): ReadinessProbe {

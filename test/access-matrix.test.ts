@@ -317,6 +317,11 @@ const ROUTES: RouteCase[] = [
     expect: row([201, 201, 201, 403, 404, 403, 403, 201, 401]),
   },
   {
+    name: "PATCH /projects/:id/apikeys/:keyId",
+    request: () => ({ method: "PATCH", url: "/projects/mxp/apikeys/1", payload: { name: "Matrix" } }),
+    expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
+  },
+  {
     name: "DELETE /projects/:id/apikeys/:keyId",
     request: () => ({ method: "DELETE", url: "/projects/mxp/apikeys/1" }),
     expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
@@ -332,6 +337,16 @@ const ROUTES: RouteCase[] = [
       method: "POST",
       url: "/projects/mxp/allowlist",
       payload: { targetContract: GAME, functionSelector: "0xa0712d68" },
+    }),
+    expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
+  },
+  {
+    name: "PATCH /projects/:id/allowlist",
+    setup: ensureEntry,
+    request: () => ({
+      method: "PATCH",
+      url: "/projects/mxp/allowlist",
+      payload: { targetContract: GAME, functionSelector: "0x12345678", name: "Matrix" },
     }),
     expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
   },
@@ -361,6 +376,16 @@ const ROUTES: RouteCase[] = [
     expect: READ_PROJECT,
   },
   {
+    name: "GET /projects/:id/refusals",
+    request: () => ({ method: "GET", url: "/projects/mxp/refusals" }),
+    expect: READ_PROJECT,
+  },
+  {
+    name: "GET /projects/:id/analytics/refusals",
+    request: () => ({ method: "GET", url: "/projects/mxp/analytics/refusals" }),
+    expect: READ_PROJECT,
+  },
+  {
     name: "GET /projects/:id/analytics/daily",
     request: () => ({ method: "GET", url: "/projects/mxp/analytics/daily" }),
     expect: READ_PROJECT,
@@ -381,6 +406,12 @@ const ROUTES: RouteCase[] = [
     setup: dropRule,
     request: () => ({ method: "PUT", url: "/projects/mxp/policies/matrix", payload: RULE }),
     expect: row([201, 201, 201, 403, 404, 403, 403, 201, 401]),
+  },
+  {
+    name: "PATCH /projects/:id/policies/:ruleId",
+    setup: ensureRule,
+    request: () => ({ method: "PATCH", url: "/projects/mxp/policies/matrix", payload: { name: "Matrix" } }),
+    expect: row([200, 200, 200, 403, 404, 403, 403, 200, 401]),
   },
   {
     name: "DELETE /projects/:id/policies/:ruleId",

@@ -262,6 +262,7 @@ describe("API keys", () => {
       "issued_at",
       "key_preview",
       "last_used_at",
+      "name",
       "rate_limit",
       "revoked_at",
       "scopes",

@@ -3,14 +3,15 @@ import { getAddress, isAddress } from "viem";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
-import { Address, bearer, ProjectParams, responses, Selector, Timestamp } from "../http/schemas.ts";
-import { addEntry, disableEntry, listEntries, MAX_ENTRIES_PER_PROJECT } from "./store.ts";
+import { Address, bearer, Name, ProjectParams, responses, Selector, Timestamp } from "../http/schemas.ts";
+import { addEntry, disableEntry, listEntries, MAX_ENTRIES_PER_PROJECT, patchEntry } from "./store.ts";
 
 const Entry = Type.Object(
   {
     target_contract: Type.String(),
     function_selector: Type.String(),
-    enabled: Type.Boolean(),
+    name: Type.Union([Type.String(), Type.Null()], { description: "The name given to the entry, if any" }),
+    enabled: Type.Boolean({ description: "false: paused (DELETE, or PATCH with enabled false)" }),
     created_at: Timestamp,
   },
   { $id: "AllowlistEntry" },
@@ -18,6 +19,19 @@ const Entry = Type.Object(
 const Pair = Type.Object(
   { targetContract: Address, functionSelector: Selector },
   { additionalProperties: false },
+);
+const NamedPair = Type.Object(
+  { targetContract: Address, functionSelector: Selector, name: Type.Optional(Name) },
+  { additionalProperties: false },
+);
+const PairChange = Type.Object(
+  {
+    targetContract: Address,
+    functionSelector: Selector,
+    name: Type.Optional(Type.Union([Name, Type.Null()])),
+    enabled: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false, minProperties: 3 },
 );
 
 /**
@@ -61,7 +75,7 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
         security: bearer,
         summary: `Allow a (contract, function) pair; re-adding enables it again (at most ${MAX_ENTRIES_PER_PROJECT})`,
         params: ProjectParams,
-        body: Pair,
+        body: NamedPair,
         response: responses({ 200: Entry, 201: Entry }),
       },
     },
@@ -70,7 +84,8 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
       await authorizeProject(db, request, projectId, "allowlist:write");
       const target = normaliseAddress(request.body.targetContract);
       const selector = request.body.functionSelector.toLowerCase();
-      const result = await db.transaction((tx) => addEntry(tx, projectId, target, selector));
+      const name = request.body.name ?? null;
+      const result = await db.transaction((tx) => addEntry(tx, projectId, target, selector, name));
       if (!result) {
         throw new ApiError(
           "allowlist_full",
@@ -78,6 +93,33 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
         );
       }
       return reply.code(result.created ? 201 : 200).send(result.entry);
+    },
+  );
+
+  app.patch(
+    "/projects/:id/allowlist",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Rename a pair, or pause (enabled false) or resume it, without removing it",
+        params: ProjectParams,
+        body: PairChange,
+        response: responses({ 200: Entry }),
+      },
+    },
+    async (request) => {
+      const projectId = request.params.id;
+      await authorizeProject(db, request, projectId, "allowlist:write");
+      const { targetContract, functionSelector, ...change } = request.body;
+      const entry = await patchEntry(
+        db,
+        projectId,
+        normaliseAddress(targetContract),
+        functionSelector.toLowerCase(),
+        change,
+      );
+      return entry ?? Promise.reject(notFound("allowlist entry"));
     },
   );
 

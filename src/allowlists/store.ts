@@ -3,6 +3,7 @@ import type { Queryable } from "../db/db.ts";
 export interface AllowlistEntry {
   target_contract: string;
   function_selector: string;
+  name: string | null;
   enabled: boolean;
   created_at: string;
 }
@@ -11,7 +12,7 @@ export const MAX_ENTRIES_PER_PROJECT = 1000;
 
 export async function listEntries(db: Queryable, projectId: string): Promise<AllowlistEntry[]> {
   const rows = await db.query<Row>(
-    `SELECT target_contract, function_selector, enabled, created_at FROM allowlist_entries
+    `SELECT target_contract, function_selector, name, enabled, created_at FROM allowlist_entries
      WHERE project_id = $1 ORDER BY created_at, target_contract, function_selector`,
     [projectId],
   );
@@ -19,21 +20,23 @@ export async function listEntries(db: Queryable, projectId: string): Promise<All
 }
 
 /**
- * Adds the pair, or enables it again if it exists. Returns null when the project already holds
- * its maximum of entries. The project row is locked so concurrent adds cannot overshoot the bound.
+ * Adds the pair, or enables it again if it exists (with the new name when one is given).
+ * Returns null when the project already holds its maximum of entries. The project row is locked
+ * so concurrent adds cannot overshoot the bound.
  */
 export async function addEntry(
   tx: Queryable,
   projectId: string,
   target: string,
   selector: string,
+  name: string | null = null,
 ): Promise<{ entry: AllowlistEntry; created: boolean } | null> {
   await tx.query("SELECT id FROM projects WHERE id = $1 FOR UPDATE", [projectId]);
   const existing = await tx.query<Row>(
-    `UPDATE allowlist_entries SET enabled = true, updated_at = now()
+    `UPDATE allowlist_entries SET enabled = true, name = COALESCE($4, name), updated_at = now()
      WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3
-     RETURNING target_contract, function_selector, enabled, created_at`,
-    [projectId, target, selector],
+     RETURNING target_contract, function_selector, name, enabled, created_at`,
+    [projectId, target, selector, name],
   );
   if (existing[0]) return { entry: toEntry(existing[0]), created: false };
   const [{ n }] = (await tx.query<{ n: number }>(
@@ -42,9 +45,10 @@ export async function addEntry(
   )) as [{ n: number }];
   if (n >= MAX_ENTRIES_PER_PROJECT) return null;
   const rows = await tx.query<Row>(
-    `INSERT INTO allowlist_entries (project_id, target_contract, function_selector) VALUES ($1, $2, $3)
-     RETURNING target_contract, function_selector, enabled, created_at`,
-    [projectId, target, selector],
+    `INSERT INTO allowlist_entries (project_id, target_contract, function_selector, name)
+     VALUES ($1, $2, $3, $4)
+     RETURNING target_contract, function_selector, name, enabled, created_at`,
+    [projectId, target, selector, name],
   );
   return { entry: toEntry(rows[0]!), created: true };
 }
@@ -59,8 +63,29 @@ export async function disableEntry(
   const rows = await db.query<Row>(
     `UPDATE allowlist_entries SET enabled = false, updated_at = now()
      WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3 AND enabled
-     RETURNING target_contract, function_selector, enabled, created_at`,
+     RETURNING target_contract, function_selector, name, enabled, created_at`,
     [projectId, target, selector],
+  );
+  return rows[0] ? toEntry(rows[0]) : null;
+}
+
+/**
+ * Renames, pauses (enabled false) or resumes an entry; null when the project has no such pair.
+ * A `name` of null removes the name; an absent field is left alone.
+ */
+export async function patchEntry(
+  db: Queryable,
+  projectId: string,
+  target: string,
+  selector: string,
+  change: { name?: string | null; enabled?: boolean },
+): Promise<AllowlistEntry | null> {
+  const rows = await db.query<Row>(
+    `UPDATE allowlist_entries SET name = CASE WHEN $4::boolean THEN $5::text ELSE name END,
+       enabled = COALESCE($6::boolean, enabled), updated_at = now()
+     WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3
+     RETURNING target_contract, function_selector, name, enabled, created_at`,
+    [projectId, target, selector, change.name !== undefined, change.name ?? null, change.enabled ?? null],
   );
   return rows[0] ? toEntry(rows[0]) : null;
 }
@@ -68,6 +93,7 @@ export async function disableEntry(
 interface Row {
   target_contract: string;
   function_selector: string;
+  name: string | null;
   enabled: boolean;
   created_at: Date;
 }

@@ -65,7 +65,8 @@ const Money = Type.Object(
 );
 
 export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
-  const { db } = services;
+  // Who may read is checked on the primary (`db`); what is read may come from a replica (`reads`).
+  const { db, reads } = services;
   const tags = ["analytics"];
 
   app.get(
@@ -73,7 +74,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Overview }) } },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      return overview(db, request.params.id, services.now());
+      return overview(reads, request.params.id, services.now());
     },
   );
 
@@ -90,7 +91,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      const view = await money(db, request.params.id, services.now());
+      const view = await money(reads, request.params.id, services.now());
       if (!view) throw notFound("project");
       return view;
     },
@@ -140,12 +141,8 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      const today = Math.floor(services.now() / DAY_MS);
-      const to = request.query.to === undefined ? today : Date.parse(request.query.to) / DAY_MS;
-      const from = request.query.from === undefined ? to - 29 : Date.parse(request.query.from) / DAY_MS;
-      if (from > to) throw invalid("`from` must not be after `to`");
-      if (to - from >= MAX_DAYS) throw invalid(`at most ${MAX_DAYS} days at a time`);
-      return { days: await daily(db, request.params.id, isoDay(from), isoDay(to)) };
+      const { from, to } = dayRange(request.query, services.now());
+      return { days: await daily(reads, request.params.id, from, to) };
     },
   );
 
@@ -183,7 +180,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const { by, limit } = request.query;
-      return { senders: await topSenders(db, request.params.id, by, limit) };
+      return { senders: await topSenders(reads, request.params.id, by, limit) };
     },
   );
 
@@ -243,14 +240,36 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
         if (afterId === null)
           throw new ApiError("invalid_cursor", "the cursor is not one this service issued");
       }
-      const fromMs = from === undefined ? undefined : Date.parse(from);
-      const toMs = to === undefined ? undefined : Date.parse(to);
-      // A date-time the format admits but no clock has (a leap second) is not an instant.
-      if (Number.isNaN(fromMs) || Number.isNaN(toMs)) throw invalid("`from` and `to` must be instants");
-      if (fromMs !== undefined && toMs !== undefined && fromMs >= toMs)
-        throw invalid("`from` must be before `to`");
+      const { fromMs, toMs } = instantRange(from, to);
       const filters = { status, sender: sender?.toLowerCase(), target: target?.toLowerCase(), fromMs, toMs };
-      return events(db, request.params.id, { limit, offset, afterId, filters });
+      return events(reads, request.params.id, { limit, offset, afterId, filters });
     },
   );
 };
+
+/**
+ * The UTC days of a daily view's `from` and `to` (YYYY-MM-DD, both included): by default the last
+ * 30 days, today included; at most MAX_DAYS apart. Shared by the daily figures and the refusal counts.
+ */
+export function dayRange(query: { from?: string; to?: string }, nowMs: number): { from: string; to: string } {
+  const today = Math.floor(nowMs / DAY_MS);
+  const to = query.to === undefined ? today : Date.parse(query.to) / DAY_MS;
+  const from = query.from === undefined ? to - 29 : Date.parse(query.from) / DAY_MS;
+  if (from > to) throw invalid("`from` must not be after `to`");
+  if (to - from >= MAX_DAYS) throw invalid(`at most ${MAX_DAYS} days at a time`);
+  return { from: isoDay(from), to: isoDay(to) };
+}
+
+/**
+ * A time filter's `from` (inclusive) and `to` (exclusive) date-times as instants. Shared by the
+ * events and the refusal log.
+ */
+export function instantRange(from?: string, to?: string): { fromMs?: number; toMs?: number } {
+  const fromMs = from === undefined ? undefined : Date.parse(from);
+  const toMs = to === undefined ? undefined : Date.parse(to);
+  // A date-time the format admits but no clock has (a leap second) is not an instant.
+  if (Number.isNaN(fromMs) || Number.isNaN(toMs)) throw invalid("`from` and `to` must be instants");
+  if (fromMs !== undefined && toMs !== undefined && fromMs >= toMs)
+    throw invalid("`from` must be before `to`");
+  return { ...(fromMs === undefined ? {} : { fromMs }), ...(toMs === undefined ? {} : { toMs }) };
+}

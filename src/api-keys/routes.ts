@@ -2,14 +2,15 @@ import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { forbidden, invalid, notFound } from "../http/problem.ts";
-import { bearer, NullableTimestamp, ProjectParams, responses, Timestamp } from "../http/schemas.ts";
+import { bearer, Name, NullableTimestamp, ProjectParams, responses, Timestamp } from "../http/schemas.ts";
 import { SCOPES, type Scope } from "./format.ts";
-import { createApiKey, listApiKeys, revokeApiKey } from "./store.ts";
+import { createApiKey, listApiKeys, renameApiKey, revokeApiKey } from "./store.ts";
 
 const ScopeSchema = Type.Union(SCOPES.map((s) => Type.Literal(s)));
 const ApiKeyRecord = Type.Object(
   {
     id: Type.Integer(),
+    name: Type.Union([Type.String(), Type.Null()], { description: "The name given to the key, if any" }),
     key_preview: Type.String(),
     rate_limit: Type.Integer(),
     scopes: Type.Array(ScopeSchema),
@@ -25,6 +26,7 @@ const CreatedKey = Type.Object({
   rateLimit: Type.Integer(),
   id: Type.Integer(),
   scopes: Type.Array(ScopeSchema),
+  name: Type.Union([Type.String(), Type.Null()]),
 });
 const KeyParams = Type.Object(
   { id: Type.String({ maxLength: 200 }), keyId: Type.String({ pattern: "^[1-9][0-9]{0,15}$" }) },
@@ -49,6 +51,7 @@ export const apiKeyRoutes: RoutePlugin = async (app, { services }) => {
             scopes: Type.Optional(
               Type.Array(ScopeSchema, { minItems: 1, maxItems: 3, uniqueItems: true, default: undefined }),
             ),
+            name: Type.Optional(Name),
           },
           { additionalProperties: false },
         ),
@@ -70,13 +73,20 @@ export const apiKeyRoutes: RoutePlugin = async (app, { services }) => {
           `body/rateLimit must not exceed the issuing key's own rate limit (${principal.rateLimit} requests per minute)`,
         );
       }
-      const { apiKey, record } = await createApiKey(db, projectId, request.body.rateLimit, scopes);
+      const { apiKey, record } = await createApiKey(
+        db,
+        projectId,
+        request.body.rateLimit,
+        scopes,
+        request.body.name ?? null,
+      );
       return reply.code(201).send({
         apiKey,
         keyPreview: record.key_preview,
         rateLimit: record.rate_limit,
         id: record.id,
         scopes: record.scopes,
+        name: record.name,
       });
     },
   );
@@ -95,6 +105,30 @@ export const apiKeyRoutes: RoutePlugin = async (app, { services }) => {
       await authorizeProject(db, request, request.params.id, "apikeys:read");
       await services.apiKeys.flush();
       return listApiKeys(db, request.params.id);
+    },
+  );
+
+  app.patch(
+    "/projects/:id/apikeys/:keyId",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Rename a key (null removes its name); revoked keys keep their name for the record",
+        params: KeyParams,
+        body: Type.Object({ name: Type.Union([Name, Type.Null()]) }, { additionalProperties: false }),
+        response: responses({ 200: ApiKeyRecord }),
+      },
+    },
+    async (request) => {
+      await authorizeProject(db, request, request.params.id, "apikeys:write");
+      const renamed = await renameApiKey(
+        db,
+        request.params.id,
+        Number(request.params.keyId),
+        request.body.name,
+      );
+      return renamed ?? Promise.reject(notFound("API key"));
     },
   );
 

@@ -3,6 +3,7 @@ import { apiKeyDigest, apiKeyPreview, generateApiKey, type Scope } from "./forma
 
 export interface ApiKeyRecord {
   id: number;
+  name: string | null;
   key_preview: string;
   rate_limit: number;
   scopes: Scope[];
@@ -11,19 +12,20 @@ export interface ApiKeyRecord {
   revoked_at: string | null;
 }
 
-const COLUMNS = "id, key_preview, rate_limit, scopes, issued_at, last_used_at, revoked_at";
+const COLUMNS = "id, name, key_preview, rate_limit, scopes, issued_at, last_used_at, revoked_at";
 
 export async function createApiKey(
   db: Queryable,
   projectId: string,
   rateLimit: number,
   scopes: Scope[],
+  name: string | null = null,
 ): Promise<{ apiKey: string; record: ApiKeyRecord }> {
   const apiKey = generateApiKey();
   const rows = await db.query<Row>(
-    `INSERT INTO api_keys (project_id, digest, key_preview, rate_limit, scopes)
-     VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
-    [projectId, apiKeyDigest(apiKey), apiKeyPreview(apiKey), rateLimit, scopes],
+    `INSERT INTO api_keys (project_id, digest, key_preview, rate_limit, scopes, name)
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${COLUMNS}`,
+    [projectId, apiKeyDigest(apiKey), apiKeyPreview(apiKey), rateLimit, scopes, name],
   );
   return { apiKey, record: toRecord(rows[0]!) };
 }
@@ -45,6 +47,20 @@ export async function revokeApiKey(
     `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
      WHERE project_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
     [projectId, keyId],
+  );
+  return rows[0] ? toRecord(rows[0]) : null;
+}
+
+/** Renames a key of the project (null removes the name); null when there is no such key. */
+export async function renameApiKey(
+  db: Queryable,
+  projectId: string,
+  keyId: number,
+  name: string | null,
+): Promise<ApiKeyRecord | null> {
+  const rows = await db.query<Row>(
+    `UPDATE api_keys SET name = $3 WHERE project_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+    [projectId, keyId, name],
   );
   return rows[0] ? toRecord(rows[0]) : null;
 }
@@ -74,6 +90,7 @@ export async function touchApiKeys(db: Queryable, ids: number[]): Promise<void> 
 
 interface Row {
   id: number;
+  name: string | null;
   key_preview: string;
   rate_limit: number;
   scopes: Scope[];
@@ -85,6 +102,7 @@ interface Row {
 function toRecord(row: Row): ApiKeyRecord {
   return {
     id: row.id,
+    name: row.name,
     key_preview: row.key_preview,
     rate_limit: row.rate_limit,
     scopes: row.scopes,

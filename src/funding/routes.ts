@@ -124,7 +124,7 @@ export const fundingRoutes: RoutePlugin = async (app, { services }) => {
       const afterId = cursor === undefined ? null : decodeDepositCursor(cursor);
       if (cursor !== undefined && afterId === null)
         throw new ApiError("invalid_cursor", "the cursor is not one this service issued");
-      return listDeposits(db, request.params.id, { limit, afterId });
+      return listDeposits(services.reads, request.params.id, { limit, afterId });
     },
   );
 };

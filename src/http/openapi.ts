@@ -99,6 +99,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: member,
   },
+  "PATCH /projects/:id/apikeys/:keyId": { operationId: "renameApiKey", access: "bearer", errors: member },
   "DELETE /projects/:id/apikeys/:keyId": { operationId: "revokeApiKey", access: "bearer", errors: member },
   "GET /projects/:id/allowlist": {
     operationId: "listAllowlist",
@@ -110,6 +111,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     operationId: "addAllowlistEntry",
     access: "bearer",
     errors: [...member, "allowlist_full"],
+  },
+  "PATCH /projects/:id/allowlist": {
+    operationId: "changeAllowlistEntry",
+    access: "bearer",
+    errors: member,
   },
   "DELETE /projects/:id/allowlist": {
     operationId: "removeAllowlistEntry",
@@ -143,6 +149,16 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     access: "bearer",
     errors: [...member, "invalid_cursor"],
   },
+  "GET /projects/:id/refusals": {
+    operationId: "listRefusals",
+    access: "bearer",
+    errors: [...member, "invalid_cursor"],
+  },
+  "GET /projects/:id/analytics/refusals": {
+    operationId: "getRefusalCounts",
+    access: "bearer",
+    errors: member,
+  },
   "GET /projects/:id/analytics/money": {
     operationId: "getMoney",
     access: "bearer",
@@ -167,6 +183,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   },
   "PUT /projects/:id/policies/:ruleId": {
     operationId: "putPolicy",
+    access: "bearer",
+    errors: [...member, "invalid_policy"],
+  },
+  "PATCH /projects/:id/policies/:ruleId": {
+    operationId: "changePolicy",
     access: "bearer",
     errors: [...member, "invalid_policy"],
   },

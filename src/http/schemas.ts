@@ -14,6 +14,16 @@ export const Selector = Type.String({
 export const Wei = Type.String({ pattern: "^(0|[1-9][0-9]{0,77})$", description: "Integer amount in wei" });
 export const Timestamp = Type.String({ format: "date-time", description: "ISO 8601 UTC" });
 export const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+/**
+ * A studio's own name for a record (a key, a rule, an allowlist entry): shown back as text, never
+ * interpreted. No control characters, so that it cannot break a log line or an export.
+ */
+export const Name = Type.String({
+  minLength: 1,
+  maxLength: 128,
+  pattern: "^[^\\u0000-\\u001f\\u007f]+$",
+  description: "A name of your choosing, up to 128 characters",
+});
 export const ProjectId = Type.String({ pattern: "^[a-z0-9_-]{3,64}$", description: "Project id" });
 export const ProjectParams = Type.Object(
   { id: Type.String({ maxLength: 200 }) },

@@ -64,7 +64,7 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const fromScratch = request.query.fromScratch === true;
-      return (await parity(db, [request.params.id], { fromScratch }))[0]!;
+      return (await services.reads.snapshot((q) => parity(q, [request.params.id], { fromScratch })))[0]!;
     },
   );
 
@@ -85,7 +85,10 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
         principal.kind === "apiKey"
           ? keyProjectIds(principal.projectId, principal.scopes)
           : await developerProjectIds(db, principal.developerId);
-      return summarise(ids.length === 0 ? [] : await parity(db, ids), request.query.onlyDrift);
+      return summarise(
+        ids.length === 0 ? [] : await services.reads.snapshot((q) => parity(q, ids)),
+        request.query.onlyDrift,
+      );
     },
   );
 
@@ -106,7 +109,10 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
       const ids = (await db.query<{ id: string }>("SELECT id FROM projects WHERE org_id = $1", [orgId])).map(
         (r) => r.id,
       );
-      return summarise(ids.length === 0 ? [] : await parity(db, ids), request.query.onlyDrift);
+      return summarise(
+        ids.length === 0 ? [] : await services.reads.snapshot((q) => parity(q, ids)),
+        request.query.onlyDrift,
+      );
     },
   );
 };

@@ -96,6 +96,9 @@ export function installRequestObservability(app: FastifyInstance, metrics: Metri
     if (method !== "POST") return;
     if (route === "/sponsor/authorize") {
       metrics.authorizeOutcome("rest", "authorize", reply.statusCode === 200 ? "ok" : (code ?? "other"));
+    } else if (route === "/sponsor/check") {
+      // The dry run's own refusals (401, 429, 400); its "would refuse" answers are 200s.
+      metrics.authorizeOutcome("rest", "check", reply.statusCode === 200 ? "ok" : (code ?? "other"));
     } else if (route === "/rpc") {
       const rpcMethod = request.rpcMethod && RPC_METHODS.has(request.rpcMethod) ? request.rpcMethod : "other";
       metrics.authorizeOutcome("rpc", rpcMethod, code ?? (reply.statusCode === 200 ? "ok" : "other"));

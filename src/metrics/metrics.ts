@@ -98,6 +98,10 @@ export interface Metrics {
   authorizeOutcome(api: "rest" | "rpc", method: string, code: string): void;
   /** How many reservations of one project went to the database in one call (ledger/batcher.ts). */
   reservationBatch(size: number): void;
+  /** A lag-tolerant read (db/replicas.ts) and where it was served. */
+  readRouted(target: "replica" | "primary"): void;
+  /** A read replica's lag bound as last checked, in milliseconds; null while it is down. */
+  replicaLag(index: number, ms: number | null): void;
   /** Blocks between a watcher's cursor and the confirmed head; null when unknown (the series is removed). */
   watcherLag(chainId: number, watcher: string, blocks: bigint | null): void;
   /** Whether this instance runs the chain's watchers (leadership.ts). */
@@ -114,6 +118,8 @@ export interface Metrics {
   webhookAttempt(outcome: WebhookAttemptOutcome, seconds: number): void;
   /** A delivery that used its last attempt and is now `failed`. */
   webhookGaveUp(): void;
+  /** A batch of refusals that could not be written (refusals/recorder.ts); its counts are retried. */
+  refusalFlushFailed(): void;
   /**
    * Where the pending-deliveries gauge comes from: `read` (a bounded count in the store) runs
    * when a scrape finds the last value older than PENDING_SAMPLE_MAX_AGE_MS by `now`, one read at
@@ -252,6 +258,19 @@ export function createMetrics(options: {
     buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
     registers,
   });
+  const reads = new Counter({
+    name: "gss_db_reads_total",
+    help: "Lag-tolerant reads (analytics, events, deposits, funds parity) by where they were served",
+    labelNames: ["target"],
+    registers,
+  });
+  const replicaLag = new Gauge({
+    aggregator: "max",
+    name: "gss_db_replica_lag_seconds",
+    help: "Upper bound of each read replica's lag behind the primary (absent while it is down)",
+    labelNames: ["replica"],
+    registers,
+  });
   const lag = new Gauge({
     aggregator: "max",
     name: "gss_watcher_lag_blocks",
@@ -335,6 +354,11 @@ export function createMetrics(options: {
     name: "gss_webhook_delivery_attempt_duration_seconds",
     help: "Time of one webhook delivery attempt, from sending the request to the receiver's answer or the failure (bounded by WEBHOOK_TIMEOUT_MS)",
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers,
+  });
+  const refusalFlushFailures = new Counter({
+    name: "gss_refusal_flush_failures_total",
+    help: "Batches of refused requests an instance could not write (the database did not answer); their counts are kept for the next batch",
     registers,
   });
   const gaveUp = new Counter({
@@ -447,6 +471,11 @@ export function createMetrics(options: {
     },
     authorizeOutcome: (api, method, code) => outcomes.inc({ api, method, code }),
     reservationBatch: (size) => batches.observe(size),
+    readRouted: (target) => reads.inc({ target }),
+    replicaLag(index, ms) {
+      if (ms === null) replicaLag.remove({ replica: String(index) });
+      else replicaLag.set({ replica: String(index) }, ms / 1000);
+    },
     watcherLag(chainId, watcher, blocks) {
       const labels = { chain_id: String(chainId), watcher };
       if (blocks === null) lag.remove(labels);
@@ -476,6 +505,7 @@ export function createMetrics(options: {
       attemptDuration.observe(seconds);
     },
     webhookGaveUp: () => gaveUp.inc(),
+    refusalFlushFailed: () => refusalFlushFailures.inc(),
     pendingDeliveriesFrom(read, now = Date.now) {
       pendingSample = cachedRead(read, now);
     },

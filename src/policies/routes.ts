@@ -2,7 +2,8 @@ import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, notFound } from "../http/problem.ts";
-import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { Address, bearer, Name, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { DAILY_CAP_RULE_ID } from "../ledger/ledger.ts";
 import { POLICY_KINDS } from "./kinds.ts";
 import {
   MAX_OPERATIONS,
@@ -14,7 +15,7 @@ import {
   RULE_KINDS,
   WINDOWS,
 } from "./rules.ts";
-import { deleteRule, listRules, putRule, ruleUsage } from "./store.ts";
+import { deleteRule, listRules, patchRule, putRule, ruleUsage } from "./store.ts";
 
 const Kind = Type.Union(
   RULE_KINDS.map((k) => Type.Literal(k)),
@@ -32,6 +33,10 @@ const NullableString = Type.Union([Type.String(), Type.Null()]);
 const Rule = Type.Object(
   {
     id: Type.String(),
+    name: Type.Union([Type.String(), Type.Null()], { description: "The name given to the rule, if any" }),
+    paused: Type.Boolean({
+      description: "A paused rule keeps its settings and counters and refuses nothing",
+    }),
     kind: Kind,
     max_wei: Type.Union([Wei, Type.Null()]),
     max_operations: Type.Union([Type.Integer(), Type.Null()]),
@@ -50,6 +55,8 @@ const Rule = Type.Object(
 const RuleBody = Type.Object(
   {
     kind: Kind,
+    name: Type.Optional(Name),
+    paused: Type.Optional(Type.Boolean({ description: "Store the rule paused (default false)" })),
     maxWei: Type.Optional(
       Type.String({
         pattern: Wei.pattern,
@@ -161,6 +168,36 @@ export const policyRoutes: RoutePlugin = async (app, { services }) => {
       if (result.kind === "no_project") throw notFound("project");
       if (result.kind === "invalid") throw new ApiError("invalid_policy", result.detail);
       return reply.code(result.created ? 201 : 200).send(result.rule);
+    },
+  );
+
+  app.patch(
+    "/projects/:id/policies/:ruleId",
+    {
+      schema: {
+        tags,
+        security: bearer,
+        summary: "Rename, pause or resume a rule; its settings and what it has counted stay as they are",
+        params: RuleParams,
+        body: Type.Object(
+          {
+            name: Type.Optional(Type.Union([Name, Type.Null()])),
+            paused: Type.Optional(Type.Boolean()),
+          },
+          { additionalProperties: false, minProperties: 1 },
+        ),
+        response: responses({ 200: Rule }),
+      },
+    },
+    async (request) => {
+      const { id: projectId, ruleId } = request.params;
+      await authorizeProject(db, request, projectId, "allowlist:write");
+      if (ruleId === DAILY_CAP_RULE_ID) {
+        throw new ApiError("invalid_policy", "the daily cap is changed with PATCH /projects/:id (dailyCap)");
+      }
+      return (
+        (await patchRule(db, projectId, ruleId, request.body)) ?? Promise.reject(notFound("policy rule"))
+      );
     },
   );
 

@@ -10,6 +10,10 @@ import { type PolicyRule, parseRule, type RuleInput, type RuleKind, type Window 
 /** A rule as the API shows it (snake_case, like every record; wei as decimal strings). */
 export interface RuleRecord {
   id: string;
+  /** The studio's name for it; null when none was given. */
+  name: string | null;
+  /** A paused rule keeps its settings and counters and refuses nothing until resumed. */
+  paused: boolean;
   kind: RuleKind;
   max_wei: string | null;
   max_operations: number | null;
@@ -26,6 +30,8 @@ export interface RuleRecord {
 
 interface Row {
   id: string;
+  name: string | null;
+  paused: boolean;
   kind: RuleKind;
   max_wei: string | null;
   max_operations: number | null;
@@ -38,7 +44,7 @@ interface Row {
   updated_at: Date;
 }
 
-const COLUMNS = `id, kind, max_wei::text AS max_wei, max_operations, window_kind, window_seconds, starts_at,
+const COLUMNS = `id, name, paused, kind, max_wei::text AS max_wei, max_operations, window_kind, window_seconds, starts_at,
   ends_at, senders, created_at, updated_at`;
 
 /** The project's rules, the daily cap first when it is set; null when the project does not exist. */
@@ -57,6 +63,8 @@ export async function listRules(db: Queryable, projectId: string): Promise<RuleR
       : [
           {
             id: DAILY_CAP_RULE_ID,
+            name: "Daily cap",
+            paused: false,
             kind: "project_spend_cap",
             max_wei: project.cap,
             max_operations: null,
@@ -88,7 +96,7 @@ export async function putRule(
   tx: Queryable,
   projectId: string,
   ruleId: string,
-  input: RuleInput,
+  { name = null, paused = false, ...input }: RuleInput & { name?: string | null; paused?: boolean },
 ): Promise<PutResult> {
   const locked = await tx.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [projectId]);
   if (locked.length === 0) return { kind: "no_project" };
@@ -100,12 +108,13 @@ export async function putRule(
   const created = rows.length === others.length;
   const [stored] = await tx.query<Row>(
     `INSERT INTO policy_rules AS p (project_id, id, kind, max_wei, max_operations, window_kind,
-       window_seconds, starts_at, ends_at, senders)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+       window_seconds, starts_at, ends_at, senders, name, paused)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
      ON CONFLICT (project_id, id) DO UPDATE SET kind = EXCLUDED.kind, max_wei = EXCLUDED.max_wei,
        max_operations = EXCLUDED.max_operations, window_kind = EXCLUDED.window_kind,
        window_seconds = EXCLUDED.window_seconds, starts_at = EXCLUDED.starts_at,
-       ends_at = EXCLUDED.ends_at, senders = EXCLUDED.senders, updated_at = now()
+       ends_at = EXCLUDED.ends_at, senders = EXCLUDED.senders, name = EXCLUDED.name,
+       paused = EXCLUDED.paused, updated_at = now()
      RETURNING ${COLUMNS}`,
     [
       projectId,
@@ -118,9 +127,31 @@ export async function putRule(
       r.startsAt,
       r.endsAt,
       r.senders,
+      name,
+      paused,
     ],
   );
   return { kind: "stored", rule: toRecord(stored!), created };
+}
+
+/**
+ * Renames, pauses or resumes a rule without touching its settings or counters; null when the
+ * project has no such rule. A `name` of null removes the name; an absent field is left alone.
+ */
+export async function patchRule(
+  db: Queryable,
+  projectId: string,
+  ruleId: string,
+  change: { name?: string | null; paused?: boolean },
+): Promise<RuleRecord | null> {
+  const rows = await db.query<Row>(
+    `UPDATE policy_rules SET name = CASE WHEN $3::boolean THEN $4::text ELSE name END,
+       paused = COALESCE($5::boolean, paused),
+       updated_at = now()
+     WHERE project_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
+    [projectId, ruleId, change.name !== undefined, change.name ?? null, change.paused ?? null],
+  );
+  return rows[0] ? toRecord(rows[0]) : null;
 }
 
 /** Removes a rule and its usage counters; null when there was none. */
@@ -197,6 +228,8 @@ function toRule(r: Row): PolicyRule {
 function toRecord(r: Row): RuleRecord {
   return {
     id: r.id,
+    name: r.name,
+    paused: r.paused,
     kind: r.kind,
     max_wei: r.max_wei,
     max_operations: r.max_operations === null ? null : Number(r.max_operations),

@@ -56,10 +56,12 @@ function connectServer(config: Exclude<RedisConfig, { mode: "cluster" }>): Redis
  * a graceful failover (SENTINEL FAILOVER) the old master stays up and keeps accepting writes until
  * Sentinel demotes it (and kills its clients) about 10 s later: counts made there meanwhile are
  * split from the other instances' and then lost. In test/redis-sentinel.test.ts both instances
- * counted on the new master 11.5 s after the failover without this, 1.4–1.6 s with it. ioredis's own `failoverDetector` does this too, but its
- * disconnect while the client is still connecting ends the client for good (status "end", never
- * reconnecting; seen in 1 of 2 runs of the Sentinel test with ioredis 6.0.0), so here only a
- * ready client is told to reconnect (one still connecting is already asking the Sentinels).
+ * counted on the new master 11.5 s after the failover without this, 1.4–2.1 s with it.
+ *
+ * ioredis's own `failoverDetector` does this too, but its disconnect while the client is still
+ * connecting ends the client for good (status "end", never reconnecting; seen in 1 of 2 runs of
+ * the Sentinel test with ioredis 6.0.0), so here only a ready client is told to reconnect (one
+ * still connecting is already asking the Sentinels).
  */
 function followSwitches(client: Redis, config: Extract<RedisConfig, { mode: "sentinel" }>): void {
   const listeners = config.sentinels.map(

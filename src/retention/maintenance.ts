@@ -1,6 +1,7 @@
 import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
 import type { Db } from "../db/db.ts";
 import { checkpointDueProjects } from "../ledger/checkpoints.ts";
+import { forgetOldRefusals } from "./refusals.ts";
 import { forgetExpiredReplays } from "./replays.ts";
 import { forgetFinishedDeliveries, forgetOldEvents, type OutboxPosition } from "./webhooks.ts";
 
@@ -13,6 +14,8 @@ export interface MaintenanceOptions {
   checkpointEvery: number;
   /** Days finished webhook deliveries and outbox events are kept (WEBHOOK_RETENTION_DAYS). */
   webhookRetentionDays: number;
+  /** Days a detailed refusal is kept (REFUSAL_RETENTION_DAYS; 14 unless given). */
+  refusalRetentionDays?: number;
   now: () => number;
 }
 
@@ -34,13 +37,16 @@ export interface MaintenancePass {
   deliveriesRemoved: number;
   /** Outbox events removed. */
   eventsRemoved: number;
+  /** Detailed refusals removed (their daily counts stay). */
+  refusalsRemoved: number;
   checkpointed: string[];
 }
 
 /**
  * The background upkeep that keeps reads and storage bounded: replays whose 24 hours are over are
  * forgotten (retention/replays.ts), finished webhook deliveries and old outbox events are removed
- * (retention/webhooks.ts), and ledger checkpoints are written (ledger/checkpoints.ts). Every
+ * (retention/webhooks.ts), detailed refusals past REFUSAL_RETENTION_DAYS are removed
+ * (retention/refusals.ts), and ledger checkpoints are written (ledger/checkpoints.ts). Every
  * instance runs it; every part is safe to run side by side (SKIP LOCKED, and a table lock plus
  * a primary key), so no leader is needed.
  */
@@ -73,12 +79,15 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
       outboxPosition = step.next;
       if (step.next === null) break;
     }
+    const refusalsRemoved = await drain(() =>
+      forgetOldRefusals(db, options.now(), options.refusalRetentionDays ?? 14, batchSize),
+    );
     const checkpointed = await checkpointDueProjects(
       db,
       options.checkpointEvery,
       CHECKPOINT_PROJECTS_PER_PASS,
     );
-    return { forgotten, deliveriesRemoved, eventsRemoved, checkpointed };
+    return { forgotten, deliveriesRemoved, eventsRemoved, refusalsRemoved, checkpointed };
   };
   let loop: PollLoop | null = null;
   return {

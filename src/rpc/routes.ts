@@ -19,6 +19,7 @@ import { databaseUnavailable } from "../db/unavailable.ts";
 import { retryAfterSec } from "../http/errors.ts";
 import { ApiError } from "../http/problem.ts";
 import { noteRpcMethod } from "../metrics/http.ts";
+import { captureRefusals, noteRpcParams } from "../refusals/capture.ts";
 import { sponsorDeps } from "../sponsor/deps.ts";
 import { failure, type JsonRpcError, type JsonRpcId, parseRequest, rpcError } from "./json-rpc.ts";
 import { RPC_METHODS } from "./methods/registry.ts";
@@ -78,6 +79,8 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
   );
 
   const deps = sponsorDeps(services);
+  // Refusals answered as JSON-RPC errors go to the project's refusal log, like the REST API's.
+  captureRefusals(app, services.refusals, services.now);
 
   app.options("/rpc", { schema: { hide: true } }, async (_request, reply) =>
     reply.code(204).headers(CORS).send(),
@@ -108,13 +111,21 @@ export const rpcRoutes: RoutePlugin = async (app, { services }) => {
       const handler = RPC_METHODS.get(method);
       if (!handler)
         return sendRpc(reply, failure(id, rpcError("method_not_found", `unknown method ${method}`)));
-      const answer = await handler.handle({
-        request,
-        deps,
-        projectId: key.projectId,
-        apiKeyId: key.keyId,
-        params,
-      });
+      let answer: Awaited<ReturnType<typeof handler.handle>>;
+      try {
+        answer = await handler.handle({
+          request,
+          deps,
+          projectId: key.projectId,
+          apiKeyId: key.keyId,
+          params,
+        });
+      } catch (err) {
+        noteRpcParams(request, params);
+        throw err;
+      }
+      // Only a refusal notes what was asked (for the refusal log); a result costs nothing more.
+      if (answer.kind === "error") noteRpcParams(request, params);
       return sendRpc(
         reply,
         answer.kind === "error"

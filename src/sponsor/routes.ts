@@ -6,6 +6,7 @@ import type { RoutePlugin, Services } from "../context.ts";
 import { ApiError } from "../http/problem.ts";
 import { Address as AddressSchema, bearer, responses, Selector, Wei } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
+import { captureRefusals } from "../refusals/capture.ts";
 import { type AuthorizeRequest, authorize } from "./authorize.ts";
 import { checkAuthorization } from "./check.ts";
 import { sponsorDeps } from "./deps.ts";
@@ -71,6 +72,9 @@ const Authorized = Type.Object({
 });
 
 export const sponsorRoutes: RoutePlugin = async (app, { services }) => {
+  // Refusals of these routes (and of the dry run's own refusals: 429, a key without the scope)
+  // are recorded for the project's refusal log; granted requests pass the hook at its first line.
+  captureRefusals(app, services.refusals, services.now);
   await app.register(checkRoute, { services });
   const deps = sponsorDeps(services);
 

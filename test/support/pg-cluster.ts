@@ -40,11 +40,8 @@ export interface PgCluster {
 export async function startPgCluster(port?: number): Promise<PgCluster> {
   const bin = findBinDir();
   const runAs = runner();
-  const root = mkdtempSync(join(tmpdir(), "gss-pg-"));
-  if (runAs.uid !== null) chownSync(root, runAs.uid, runAs.gid!);
+  const root = ownedTempDir(runAs);
   const dataDir = join(root, "data");
-  const logFile = join(root, "server.log");
-  const chosen = port ?? (await freePort());
   await run(runAs, join(bin, "initdb"), [
     "-D",
     dataDir,
@@ -57,9 +54,69 @@ export async function startPgCluster(port?: number): Promise<PgCluster> {
     "--locale=C",
     "--no-sync",
   ]);
+  const cluster = clusterIn(root, port ?? (await freePort()), bin, runAs);
+  await cluster.start();
+  return cluster;
+}
+
+/**
+ * A streaming replica of `primary`, on a port of its own: a base backup (pg_basebackup -R, which
+ * writes the connection to the primary and standby.signal) started as a hot standby. initdb's
+ * trust rules already let 127.0.0.1 connect for replication, and PostgreSQL's defaults
+ * (wal_level replica, 10 WAL senders) are enough.
+ */
+export async function startPgReplica(primary: PgCluster, port?: number): Promise<PgReplica> {
+  const bin = findBinDir();
+  const runAs = runner();
+  const root = ownedTempDir(runAs);
+  const dataDir = join(root, "data");
+  await run(runAs, join(bin, "pg_basebackup"), [
+    "-h",
+    "127.0.0.1",
+    "-p",
+    String(primary.port),
+    "-U",
+    "postgres",
+    "-D",
+    dataDir,
+    "-R",
+    "-X",
+    "stream",
+    "-c",
+    "fast",
+    "--no-sync",
+  ]);
+  const cluster = clusterIn(root, port ?? (await freePort()), bin, runAs);
+  await cluster.start();
+  return {
+    ...cluster,
+    get running() {
+      return cluster.running;
+    },
+    async promote() {
+      await run(runAs, join(bin, "pg_ctl"), ["promote", "-D", dataDir, "-w", "-t", "60"]);
+    },
+  };
+}
+
+export interface PgReplica extends PgCluster {
+  /** Ends recovery: the replica becomes a primary of its own (pg_ctl promote). */
+  promote(): Promise<void>;
+}
+
+function ownedTempDir(runAs: Runner): string {
+  const root = mkdtempSync(join(tmpdir(), "gss-pg-"));
+  if (runAs.uid !== null) chownSync(root, runAs.uid, runAs.gid!);
+  return root;
+}
+
+/** The server of the data directory under `root`, not yet started. */
+function clusterIn(root: string, port: number, bin: string, runAs: Runner): PgCluster {
+  const dataDir = join(root, "data");
+  const logFile = join(root, "server.log");
   // fsync off: a killed server loses nothing the operating system already has, and the tests
   // stop the server, never the machine.
-  const serverOptions = `-p ${chosen} -c listen_addresses=127.0.0.1 -k '' -c fsync=off -c max_connections=100`;
+  const serverOptions = `-p ${port} -c listen_addresses=127.0.0.1 -k '' -c fsync=off -c max_connections=100`;
   let running = false;
   // Synchronous, so that it also runs from an 'exit' handler when a test file dies midway.
   const cleanup = () => {
@@ -70,8 +127,8 @@ export async function startPgCluster(port?: number): Promise<PgCluster> {
   process.once("exit", cleanup);
 
   const cluster: PgCluster = {
-    url: `postgres://postgres@127.0.0.1:${chosen}/postgres`,
-    port: chosen,
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
     dataDir,
     get running() {
       return running;
@@ -107,7 +164,6 @@ export async function startPgCluster(port?: number): Promise<PgCluster> {
     },
     log: () => (existsSync(logFile) ? readFileSync(logFile, "utf8") : ""),
   };
-  await cluster.start();
   return cluster;
 }
 

@@ -15,6 +15,7 @@ export const PROJECT_TABS = [
   { id: "funding", label: "Funding", load: () => import("./page-funding.js") },
   { id: "analytics", label: "Analytics", load: () => import("./page-analytics.js") },
   { id: "events", label: "Events", load: () => import("./page-events.js") },
+  { id: "refusals", label: "Refusals", load: () => import("./page-refusals.js") },
   { id: "parity", label: "Parity", load: () => import("./page-parity.js"), exportName: "projectParity" },
 ];
 

@@ -62,24 +62,7 @@ export function barChart({
   const plotHeight = height - pad.top - pad.bottom;
   const yOf = (v) => pad.top + plotHeight - ratio(v, top) * plotHeight;
   const titleId = uid("chart");
-  const axis = ticks.map((v) =>
-    h(
-      "g",
-      { class: "tick" },
-      h("line", {
-        x1: pad.left,
-        x2: width - pad.right,
-        y1: yOf(v).toFixed(1),
-        y2: yOf(v).toFixed(1),
-        class: "grid",
-      }),
-      h(
-        "text",
-        { x: pad.left - 6, y: (yOf(v) + 4).toFixed(1), class: "axis", "text-anchor": "end" },
-        format(v),
-      ),
-    ),
-  );
+  const axis = yAxis(ticks, yOf, pad, width, format);
   const centre = (i) => pad.left + i * slot + slot / 2;
   const marks = labels.map((label, i) => {
     const y = yOf(values[i]);
@@ -219,4 +202,125 @@ function sizeBars(list) {
   for (const bar of list.querySelectorAll(".rank-bar")) {
     bar.style.width = `${Math.max(1, Number(bar.dataset.share) * 100)}%`;
   }
+}
+
+/** The y axis: a gridline and a label per tick. */
+function yAxis(ticks, yOf, pad, width, format) {
+  return ticks.map((v) =>
+    h(
+      "g",
+      { class: "tick" },
+      h("line", {
+        x1: pad.left,
+        x2: width - pad.right,
+        y1: yOf(v).toFixed(1),
+        y2: yOf(v).toFixed(1),
+        class: "grid",
+      }),
+      h(
+        "text",
+        { x: pad.left - 6, y: (yOf(v) + 4).toFixed(1), class: "axis", "text-anchor": "end" },
+        format(v),
+      ),
+    ),
+  );
+}
+
+/** Colours for the series of a stacked chart; a chart shows at most this many (the rest as one). */
+export const STACK_SERIES = 6;
+
+/**
+ * Per-day bars stacked by series (refusals per code), on the same axis as barChart, with a legend
+ * and a data table of every day × series. `series` is [{key, label, values}], at most
+ * STACK_SERIES of them (the caller folds the rest into one). With no value it says so.
+ */
+export function stackedChart({ title, labels, series }) {
+  const width = 640;
+  const height = 200;
+  const pad = { top: 12, right: 8, bottom: 28, left: 72 };
+  const totals = labels.map((_, i) => series.reduce((s, x) => s + BigInt(x.values[i]), 0n));
+  const max = maxOf(totals);
+  if (max === 0n) {
+    return h(
+      "figure",
+      { class: "figure", "data-empty": "" },
+      h("figcaption", {}, title),
+      h("p", { class: "empty chart-empty" }, `No data for these ${labels.length} days yet.`),
+    );
+  }
+  const ticks = ticksFor(max);
+  const top = ticks[ticks.length - 1];
+  const slot = (width - pad.left - pad.right) / Math.max(1, labels.length);
+  const barWidth = Math.max(2, slot * 0.7);
+  const plotHeight = height - pad.top - pad.bottom;
+  const yOf = (v) => pad.top + plotHeight - ratio(v, top) * plotHeight;
+  const titleId = uid("chart");
+  const centre = (i) => pad.left + i * slot + slot / 2;
+  const marks = labels.map((label, i) => {
+    let below = 0n;
+    const parts = series.map((s, k) => {
+      const v = BigInt(s.values[i]);
+      const y0 = yOf(below);
+      below += v;
+      const y1 = yOf(below);
+      if (v === 0n) return null;
+      return h("rect", {
+        x: (centre(i) - barWidth / 2).toFixed(1),
+        y: y1.toFixed(1),
+        width: barWidth.toFixed(1),
+        height: Math.max(y0 - y1, 1).toFixed(1),
+        class: `series series-${k}`,
+        "data-series": s.key,
+      });
+    });
+    const words = series
+      .filter((s) => BigInt(s.values[i]) > 0n)
+      .map((s) => `${s.label} ${s.values[i]}`)
+      .join(", ");
+    return h(
+      "g",
+      { class: "mark", "data-day": label },
+      parts,
+      h("title", {}, `${label}: ${totals[i]}${words ? ` (${words})` : ""}`),
+      i % Math.ceil(labels.length / 7) === 0
+        ? h(
+            "text",
+            { x: centre(i).toFixed(1), y: height - 8, class: "axis", "text-anchor": "middle" },
+            label.slice(5),
+          )
+        : null,
+    );
+  });
+  const svg = h(
+    "svg",
+    { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-labelledby": titleId, class: "chart stacked" },
+    h("title", { id: titleId }, `${title}; highest ${max} in a day`),
+    yAxis(ticks, yOf, pad, width, String),
+    marks,
+  );
+  const legend = h(
+    "ul",
+    { class: "legend" },
+    series.map((s, k) =>
+      h("li", {}, h("span", { class: `swatch series-${k}`, "aria-hidden": "true" }), s.label),
+    ),
+  );
+  const details = h(
+    "details",
+    {},
+    h("summary", {}, "Data table"),
+    table(
+      title,
+      ["Day", ...series.map((s) => s.label), "Total"],
+      labels.map((l, i) => [l, ...series.map((s) => String(s.values[i])), String(totals[i])]),
+    ),
+  );
+  return h(
+    "figure",
+    { class: "figure" },
+    h("figcaption", {}, title, h("span", { class: "muted" }, ` — Highest: ${max} in a day`)),
+    svg,
+    legend,
+    details,
+  );
 }

@@ -1,6 +1,20 @@
-// The (contract, function selector) pairs the project sponsors.
-import { del, get, post, seg } from "./api.js";
-import { announce, badge, errorBox, field, form, h, hex, section, table, time } from "./ui.js";
+// The (contract, function selector) pairs the project sponsors, each with an optional name; an
+// entry is paused and resumed in place (PATCH), its name kept.
+import { api, get, post, seg } from "./api.js";
+import {
+  announce,
+  badge,
+  errorBox,
+  field,
+  form,
+  h,
+  hex,
+  nameOf,
+  renameControl,
+  section,
+  table,
+  time,
+} from "./ui.js";
 
 export async function render(ctx) {
   const id = ctx.projectId;
@@ -8,6 +22,11 @@ export async function render(ctx) {
   const add = form(
     { class: "inline", "aria-label": "Allow a contract function" },
     [
+      field(
+        "Name (optional)",
+        { name: "name", maxlength: 128, autocomplete: "off" },
+        "Yours, shown in this list: “Mint on the game contract”.",
+      ),
       field("Contract address", {
         name: "targetContract",
         required: true,
@@ -29,9 +48,11 @@ export async function render(ctx) {
     ],
     "Allow",
     async (pair) => {
+      const name = pair.name.trim();
       await post(`/projects/${seg(id)}/allowlist`, {
         targetContract: pair.targetContract.trim(),
         functionSelector: pair.functionSelector.trim(),
+        ...(name ? { name } : {}),
       });
       announce("Allowlist entry added");
       ctx.refresh();
@@ -40,32 +61,38 @@ export async function render(ctx) {
   const rows = entries.map((e) => {
     const errors = errorBox();
     const pair = { targetContract: e.target_contract, functionSelector: e.function_selector };
+    const what = e.name ?? `${e.function_selector} on ${e.target_contract}`;
     const toggle = h(
       "button",
       {
         type: "button",
         class: e.enabled ? "danger small" : "secondary small",
-        "aria-label": `${e.enabled ? "Disable" : "Enable"} ${e.function_selector} on ${e.target_contract}`,
+        "aria-label": `${e.enabled ? "Pause" : "Resume"} ${what}`,
         onclick: async () => {
           errors.clear();
           try {
-            if (e.enabled) await del(`/projects/${seg(id)}/allowlist`, pair);
-            else await post(`/projects/${seg(id)}/allowlist`, pair);
-            announce(e.enabled ? "Entry disabled" : "Entry enabled");
+            await api("PATCH", `/projects/${seg(id)}/allowlist`, { ...pair, enabled: !e.enabled });
+            announce(e.enabled ? "Entry paused: its calls are refused" : "Entry resumed");
             ctx.refresh();
           } catch (err) {
             errors.show(err);
           }
         },
       },
-      e.enabled ? "Disable" : "Enable",
+      e.enabled ? "Pause" : "Resume",
     );
+    const rename = renameControl(what, e.name, async (name) => {
+      await api("PATCH", `/projects/${seg(id)}/allowlist`, { ...pair, name });
+      announce("Entry renamed");
+      ctx.refresh();
+    });
     return [
+      nameOf(e.name),
       hex(e.target_contract),
       h("code", {}, e.function_selector),
-      e.enabled ? badge("enabled") : badge("disabled"),
+      e.enabled ? badge("active") : badge("paused"),
       time(e.created_at),
-      h("div", { class: "row-actions" }, toggle, errors.el),
+      h("div", { class: "row-actions" }, toggle, rename, errors.el),
     ];
   });
   return h(
@@ -76,7 +103,7 @@ export async function render(ctx) {
       "Allowlist",
       table(
         "Allowlisted contract functions",
-        ["Contract", "Selector", "State", "Added", "Actions"],
+        ["Name", "Contract", "Selector", "State", "Added", "Actions"],
         rows,
         "Nothing is allowlisted: every authorization is refused.",
       ),

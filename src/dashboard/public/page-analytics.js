@@ -1,8 +1,9 @@
 // Analytics: the overview's totals and top contracts, per-day charts from the daily rollup
-// (operations, cost and active senders), outcomes of every authorization, top senders. Every
+// (operations, cost and active senders), refusals per day by reason, the shares of requests
+// sponsored and refused, outcomes of every authorization, top senders. Every
 // figure is exact and read from the service's rollups, whatever the project's history.
 import { get, seg } from "./api.js";
-import { barChart, rankChart, shareChart } from "./charts.js";
+import { barChart, rankChart, STACK_SERIES, shareChart, stackedChart } from "./charts.js";
 import { formatUnits } from "./money.js";
 import { facts, h, hex, money, section } from "./ui.js";
 
@@ -16,9 +17,11 @@ function utcDay(offset) {
 
 export async function render(ctx) {
   const id = ctx.projectId;
-  const [overview, daily, senders, ...totals] = await Promise.all([
+  const range = `from=${utcDay(1 - DAYS)}&to=${utcDay(0)}`;
+  const [overview, daily, refusals, senders, ...totals] = await Promise.all([
     get(`/projects/${seg(id)}/analytics/overview`),
-    get(`/projects/${seg(id)}/analytics/daily?from=${utcDay(1 - DAYS)}&to=${utcDay(0)}`),
+    get(`/projects/${seg(id)}/analytics/daily?${range}`),
+    get(`/projects/${seg(id)}/analytics/refusals?${range}`),
     get(`/projects/${seg(id)}/analytics/senders?by=operations&limit=5`),
     // A status filter's `total` is one rollup row: the outcomes of every authorization.
     ...STATUSES.map((status) => get(`/projects/${seg(id)}/analytics/events?limit=1&status=${status}`)),
@@ -83,6 +86,28 @@ export async function render(ctx) {
       ),
     ),
     section(
+      `Refusals, last ${DAYS} days`,
+      h(
+        "p",
+        { class: "muted" },
+        "Requests refused with one of the project's API keys, by reason (exact counts; ",
+        h("a", { href: `#/projects/${encodeURIComponent(id)}/refusals` }, "see each refusal"),
+        ").",
+      ),
+      h(
+        "div",
+        { class: "charts" },
+        stackedChart({ title: "Refusals per day, by reason", labels: days, series: refusalSeries(refusals) }),
+        shareChart({
+          title: "Requests sponsored and refused",
+          parts: [
+            { key: "authorized", label: "Sponsored (authorized)", value: refusals.authorized },
+            { key: "refused", label: "Refused", value: refusals.refused },
+          ],
+        }),
+      ),
+    ),
+    section(
       "Outcomes",
       shareChart({
         title: "Outcomes of every authorization",
@@ -133,4 +158,27 @@ function runningTotal(values) {
     sum += v;
     return sum;
   });
+}
+
+/**
+ * The refusal chart's series: the most frequent codes each on its own, the rest together, so that
+ * the chart keeps a handful of colours however many codes refused something.
+ */
+function refusalSeries(refusals) {
+  const own =
+    refusals.byCode.length <= STACK_SERIES ? refusals.byCode : refusals.byCode.slice(0, STACK_SERIES - 1);
+  const rest = refusals.byCode.slice(own.length).map((c) => c.code);
+  const series = own.map((c) => ({
+    key: c.code,
+    label: c.code,
+    values: refusals.days.map((d) => d.byCode[c.code] ?? 0),
+  }));
+  if (rest.length > 0) {
+    series.push({
+      key: "other",
+      label: `other (${rest.length} reasons)`,
+      values: refusals.days.map((d) => rest.reduce((s, code) => s + (d.byCode[code] ?? 0), 0)),
+    });
+  }
+  return series;
 }

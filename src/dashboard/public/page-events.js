@@ -1,7 +1,20 @@
 // The events table: newest first, paged and filtered by the API (status, sender, target, and a
 // range of UTC days), whatever the length of the history.
 import { ApiProblem, get, seg } from "./api.js";
-import { badge, errorBox, field, h, hex, InputProblem, money, section, table, time } from "./ui.js";
+import {
+  badge,
+  errorBox,
+  field,
+  h,
+  hex,
+  InputProblem,
+  isDay,
+  money,
+  nextDay,
+  section,
+  table,
+  time,
+} from "./ui.js";
 
 const PAGE_SIZE = 25;
 const STATUSES = ["", "success", "reverted", "expired", "pending"];
@@ -169,13 +182,6 @@ function filterProblem(filters) {
   return null;
 }
 
-/** YYYY-MM-DD naming a real day (not 2026-02-30). */
-function isDay(text) {
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return false;
-  const d = new Date(`${text}T00:00:00.000Z`);
-  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === text;
-}
-
 /**
  * What an event cost. A pending one has cost nothing yet but holds its most possible cost
  * reserved in the tank until its authorization expires: both are shown, or the money looks free.
@@ -191,13 +197,6 @@ function cost(e, currency) {
     " reserved",
     expires ? h("span", { class: "expires" }, " · expires ", time(expires)) : null,
   );
-}
-
-/** The start of the UTC day after `day` (YYYY-MM-DD), as the API's exclusive `to`. */
-function nextDay(day) {
-  const d = new Date(`${day}T00:00:00.000Z`);
-  d.setUTCDate(d.getUTCDate() + 1);
-  return d.toISOString();
 }
 
 function strip(obj) {

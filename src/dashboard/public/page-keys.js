@@ -1,6 +1,6 @@
 // API keys: issue one (the full key appears once, with a copy button), list them by preview,
 // revoke one.
-import { del, get, post, seg } from "./api.js";
+import { api, del, get, post, seg } from "./api.js";
 import {
   announce,
   badge,
@@ -11,6 +11,8 @@ import {
   form,
   h,
   InputProblem,
+  nameOf,
+  renameControl,
   section,
   table,
   time,
@@ -42,6 +44,11 @@ export async function render(ctx) {
   const create = form(
     { class: "inline", "aria-label": "Create an API key" },
     [
+      field(
+        "Name (optional)",
+        { name: "name", maxlength: 128, autocomplete: "off" },
+        "Yours, to tell keys apart: “Game server EU”.",
+      ),
       field("Rate limit (requests per minute)", {
         name: "rateLimit",
         type: "number",
@@ -60,9 +67,11 @@ export async function render(ctx) {
       if (scopes.length === 0) {
         throw new InputProblem("choose at least one scope for the key", scopeBoxes.querySelector("input"));
       }
+      const name = data.name.trim();
       const created = await post(`/projects/${seg(id)}/apikeys`, {
         rateLimit: Number(data.rateLimit),
         scopes,
+        ...(name ? { name } : {}),
       });
       showOnce(reveal, created, ctx);
     },
@@ -96,14 +105,20 @@ export async function render(ctx) {
           },
           "Revoke",
         );
+    const rename = renameControl(`key ${k.key_preview}`, k.name, async (name) => {
+      await api("PATCH", `/projects/${seg(id)}/apikeys/${k.id}`, { name });
+      announce(name ? `Key ${k.key_preview} renamed ${name}` : `Key ${k.key_preview} has no name now`);
+      ctx.refresh();
+    });
     return [
+      nameOf(k.name),
       h("code", {}, `${k.key_preview}…`),
       k.scopes.join(", "),
       String(k.rate_limit),
       time(k.issued_at),
       time(k.last_used_at),
       k.revoked_at ? badge("revoked") : badge("active"),
-      h("div", { class: "row-actions" }, revoke, errors.el),
+      h("div", { class: "row-actions" }, rename, revoke, errors.el),
     ];
   });
   return h(
@@ -114,7 +129,7 @@ export async function render(ctx) {
       "Keys",
       table(
         "API keys of this project",
-        ["Key", "Scopes", "Rate limit", "Issued", "Last used", "Status", "Actions"],
+        ["Name", "Key", "Scopes", "Rate limit", "Issued", "Last used", "Status", "Actions"],
         rows,
         "No keys yet.",
       ),

@@ -14,6 +14,8 @@ import {
   hex,
   InputProblem,
   money,
+  nameOf,
+  renameControl,
   section,
   table,
   time,
@@ -73,7 +75,12 @@ export async function render(ctx) {
       field(
         "Rule id",
         { name: "ruleId", required: true, pattern: "[a-z0-9_\\-]{1,64}" },
-        "Your name for it; the same id replaces the rule.",
+        "Lower-case letters, digits, - and _; the same id replaces the rule.",
+      ),
+      field(
+        "Name (optional)",
+        { name: "name", maxlength: 128, autocomplete: "off" },
+        "Yours, in words: “Launch week budget”.",
       ),
       kind,
       Object.values(parts),
@@ -81,6 +88,9 @@ export async function render(ctx) {
     "Save rule",
     async (data, el) => {
       const body = { kind: data.kind };
+      if (data.name.trim()) body.name = data.name.trim();
+      // Replacing a paused rule keeps it paused: pausing is changed with Pause and Resume.
+      if (rules.find((r) => r.id === data.ruleId)?.paused) body.paused = true;
       const wanted = KINDS[data.kind].fields;
       if (wanted.includes("maxWei") && data.maxWei.trim()) {
         const amount = parseAmount(data.maxWei, decimals);
@@ -175,12 +185,47 @@ export async function render(ctx) {
             "Usage",
           )
         : null;
+    const change = (body, said) => async () => {
+      errors.clear();
+      try {
+        await api("PATCH", `/projects/${seg(id)}/policies/${seg(r.id)}`, body);
+        announce(said);
+        ctx.refresh();
+      } catch (err) {
+        errors.show(err);
+      }
+    };
+    const toggle = r.builtin
+      ? null
+      : h(
+          "button",
+          {
+            type: "button",
+            class: "secondary small",
+            "aria-label": `${r.paused ? "Resume" : "Pause"} rule ${r.name ?? r.id}`,
+            onclick: change(
+              { paused: !r.paused },
+              r.paused ? `Rule ${r.id} resumed` : `Rule ${r.id} paused: it refuses nothing until resumed`,
+            ),
+          },
+          r.paused ? "Resume" : "Pause",
+        );
+    const rename = r.builtin
+      ? null
+      : renameControl(`rule ${r.id}`, r.name, async (name) => {
+          await api("PATCH", `/projects/${seg(id)}/policies/${seg(r.id)}`, { name });
+          announce(`Rule ${r.id} renamed`);
+          ctx.refresh();
+        });
     return [
-      h("code", {}, r.id),
+      r.name
+        ? h("div", { class: "rule-name" }, nameOf(r.name), " ", h("code", {}, r.id))
+        : h("code", {}, r.id),
       KINDS[r.kind]?.label ?? r.kind,
       describeLimit(r, ctx.currency),
+      r.paused ? badge("paused") : badge("active"),
       r.builtin ? badge("built-in", "role") : badge("custom", "role"),
-      h("div", { class: "row-actions" }, usage, remove, errors.el),
+      h("div", { class: "row-actions" }, usage, toggle, rename, remove, errors.el),
     ];
   });
   return h(
@@ -190,7 +235,7 @@ export async function render(ctx) {
       "Rules",
       table(
         "Policy rules of this project",
-        ["Rule", "Kind", "Limit", "Origin", "Actions"],
+        ["Rule", "Kind", "Limit", "State", "Origin", "Actions"],
         rows,
         "No rules: only the allowlist and the gas tank limit sponsorship.",
       ),

@@ -227,6 +227,61 @@ export function hex(value) {
   return h("code", { class: "hex", title: value, "data-value": value }, short);
 }
 
+/**
+ * A "Rename" button that becomes a one-field form in its place: Save sends the new name (an
+ * empty field removes it) through `save(name)`, Cancel or Escape puts the button back. Names are
+ * shown back as text only.
+ */
+export function renameControl(what, current, save) {
+  const wrap = h("span", { class: "rename" });
+  const button = h(
+    "button",
+    { type: "button", class: "secondary small", "aria-label": `Rename ${what}` },
+    "Rename",
+  );
+  const restore = () => {
+    wrap.replaceChildren(button);
+    button.focus();
+  };
+  button.addEventListener("click", () => {
+    const errors = errorBox();
+    const input = h("input", {
+      type: "text",
+      value: current ?? "",
+      maxlength: 128,
+      autocomplete: "off",
+      "aria-label": `New name of ${what}`,
+    });
+    const ok = h("button", { type: "submit", class: "primary small" }, "Save");
+    const cancel = h("button", { type: "button", class: "secondary small", onclick: restore }, "Cancel");
+    const edit = h("form", { class: "rename-form" }, input, ok, cancel, errors.el);
+    edit.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      if (ok.disabled) return;
+      errors.clear();
+      ok.disabled = true;
+      try {
+        await save(input.value.trim() === "" ? null : input.value.trim());
+      } catch (err) {
+        errors.show(err);
+        ok.disabled = false;
+      }
+    });
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Escape") restore();
+    });
+    wrap.replaceChildren(edit);
+    input.focus();
+  });
+  wrap.append(button);
+  return wrap;
+}
+
+/** A record's name, or a muted dash when it has none. */
+export function nameOf(name) {
+  return name ? h("span", { class: "name" }, name) : h("span", { class: "muted" }, "—");
+}
+
 export function badge(text, kind = text) {
   return h("span", { class: `badge badge-${kind}` }, text);
 }
@@ -320,4 +375,18 @@ export function facts(pairs) {
     { class: "facts" },
     pairs.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))),
   );
+}
+
+/** YYYY-MM-DD naming a real day (not 2026-02-30): the date filters of events and refusals. */
+export function isDay(text) {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return false;
+  const d = new Date(`${text}T00:00:00.000Z`);
+  return !Number.isNaN(d.getTime()) && d.toISOString().slice(0, 10) === text;
+}
+
+/** The start of the UTC day after `day` (YYYY-MM-DD), as the API's exclusive `to`. */
+export function nextDay(day) {
+  const d = new Date(`${day}T00:00:00.000Z`);
+  d.setUTCDate(d.getUTCDate() + 1);
+  return d.toISOString();
 }

@@ -59,7 +59,9 @@ BEGIN
   END IF;
   SELECT spent INTO v_spent FROM daily_usage WHERE project_id = p_project AND day = v_day;
   v_spent := COALESCE(v_spent, 0);
-  SELECT array_agg(pr ORDER BY pr.id) INTO v_rules FROM policy_rules pr WHERE pr.project_id = p_project;
+  -- A paused rule refuses nothing (migrations/026_rule_names.sql): it is left out here.
+  SELECT array_agg(pr ORDER BY pr.id) INTO v_rules FROM policy_rules pr
+    WHERE pr.project_id = p_project AND NOT pr.paused;
 
   FOR it IN SELECT * FROM jsonb_to_recordset(p_items) AS x(
       idx integer, nonce text, digest text, auth_id text, key_id bigint, chain_id integer, sender text,
