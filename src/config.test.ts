@@ -316,6 +316,64 @@ describe("loadConfig", () => {
     );
   });
 
+  it("reads one Redis server, a Redis Cluster or a master through Sentinel, credentials from REDIS_URL", () => {
+    assert.equal(loadConfig({}).redis, null);
+    assert.deepEqual(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379" }).redis, {
+      mode: "standalone",
+      url: "redis://127.0.0.1:6379",
+    });
+    assert.deepEqual(
+      loadConfig({ REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b.internal:7001,[::1]:7002" }).redis,
+      {
+        mode: "cluster",
+        url: null,
+        nodes: [
+          { host: "10.0.0.1", port: 7000 },
+          { host: "redis-b.internal", port: 7001 },
+          { host: "::1", port: 7002 },
+        ],
+      },
+    );
+    const sentinel = loadConfig({
+      REDIS_URL: "rediss://:s3cret@redis/2",
+      REDIS_SENTINELS: "10.0.0.1:26379,10.0.0.2:26379",
+      REDIS_SENTINEL_NAME: "gss",
+    }).redis;
+    assert.equal(sentinel?.mode, "sentinel");
+    assert.deepEqual(
+      sentinel.mode === "sentinel" && [sentinel.masterName, sentinel.url, sentinel.sentinels.length],
+      ["gss", "rediss://:s3cret@redis/2", 2],
+    );
+  });
+
+  it("refuses a Redis topology that is half set, doubly set or malformed, never quoting a password", () => {
+    for (const [env, message] of [
+      [{ REDIS_CLUSTER_NODES: "a:1", REDIS_SENTINELS: "b:2", REDIS_SENTINEL_NAME: "m" }, /set one of them/],
+      [{ REDIS_SENTINELS: "b:2" }, /REDIS_SENTINELS needs REDIS_SENTINEL_NAME/],
+      [{ REDIS_SENTINEL_NAME: "m" }, /REDIS_SENTINEL_NAME needs REDIS_SENTINELS/],
+      [{ REDIS_SENTINEL_PASSWORD: "hunter2hunter2" }, /REDIS_SENTINEL_PASSWORD needs REDIS_SENTINELS/],
+      [{ REDIS_CLUSTER_NODES: "a:1,b" }, /REDIS_CLUSTER_NODES: entry 2 must be host:port/],
+      [{ REDIS_CLUSTER_NODES: "a:70000" }, /REDIS_CLUSTER_NODES: entry 1 must be host:port/],
+      [{ REDIS_SENTINELS: ",", REDIS_SENTINEL_NAME: "m" }, /REDIS_SENTINELS: must list 1 to 64/],
+      [{ REDIS_URL: "redis://:hunter2hunter2@x/3", REDIS_CLUSTER_NODES: "a:1" }, /only database 0/],
+      [
+        { REDIS_SENTINELS: "b:2", REDIS_SENTINEL_NAME: "m", REDIS_SENTINEL_PASSWORD: "two words" },
+        /REDIS_SENTINEL_PASSWORD: /,
+      ],
+    ] as const) {
+      assert.throws(
+        () => loadConfig(env),
+        (err: Error) => {
+          assert.ok(err instanceof ConfigError);
+          assert.match(err.message, message);
+          assert.doesNotMatch(err.message, /hunter2|two words/);
+          return true;
+        },
+        JSON.stringify(env),
+      );
+    }
+  });
+
   it("refuses a zero, negative or unbounded quota or limit, naming each variable", () => {
     const bad = {
       MAX_ORGS_PER_DEVELOPER: "0",

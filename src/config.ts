@@ -66,6 +66,30 @@ export interface ChainConfig {
   paymasterMinUnstakeDelaySec: number;
 }
 
+/** A Redis node or a Sentinel, as `host:port`. */
+export interface RedisEndpoint {
+  host: string;
+  port: number;
+}
+
+/**
+ * How to reach Redis. REDIS_URL alone names one server. With REDIS_CLUSTER_NODES the service
+ * speaks the cluster protocol to those seeds; with REDIS_SENTINELS it asks the Sentinels for the
+ * master REDIS_SENTINEL_NAME. In both cases REDIS_URL, when set, supplies only the scheme
+ * (`rediss:` = TLS), the user and password, and (Sentinel) the database number; its host is not used.
+ */
+export type RedisConfig =
+  | { mode: "standalone"; url: string }
+  | { mode: "cluster"; url: string | null; nodes: RedisEndpoint[] }
+  | {
+      mode: "sentinel";
+      url: string | null;
+      sentinels: RedisEndpoint[];
+      masterName: string;
+      /** The Sentinels' own password (requirepass of the Sentinel processes), if they have one. */
+      sentinelPassword: string | null;
+    };
+
 export interface OidcConfig {
   issuer: string;
   audience: string;
@@ -102,7 +126,10 @@ export interface Config {
   databaseReadUrls: readonly string[];
   /** A replica further behind the primary than this is skipped, and its reads go to the primary. */
   databaseReadMaxLagMs: number;
+  /** REDIS_URL as given (a standalone server, or the credentials and TLS of a cluster or Sentinel). */
   redisUrl: string | null;
+  /** Where the shared counters live: one server, a Redis Cluster, or a master found through Sentinel; null = in memory. */
+  redis: RedisConfig | null;
   signerPrivateKey: Hex | null;
   /**
    * The key that seals stored secrets (webhook and approval signing secrets) with AES-256-GCM
@@ -257,6 +284,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseReadUrls: read("DATABASE_READ_URL", urlList(["postgres:", "postgresql:"], 8), []),
     databaseReadMaxLagMs: read("DATABASE_READ_MAX_LAG_MS", (v) => intIn(v, 0, 600_000), 2000),
     redisUrl: read("REDIS_URL", url(["redis:", "rediss:"]), null),
+    redis: null,
     signerPrivateKey: read("SIGNER_PRIVATE_KEY", privateKey, null),
     secretsEncryptionKey: read("SECRETS_ENCRYPTION_KEY", decodeKey, null),
     secretsEncryptionKeysPrevious: read("SECRETS_ENCRYPTION_KEYS_PREVIOUS", keyList, []),
@@ -322,6 +350,7 @@ export function loadConfig(env: Env = process.env): Config {
     retentionBatchSize: read("RETENTION_BATCH_SIZE", (v) => intIn(v, 1, 100_000), 1000),
     checkpointEveryEntries: read("CHECKPOINT_EVERY_ENTRIES", (v) => intIn(v, 1, 10_000_000), 10_000),
   };
+  config.redis = readRedis(config.redisUrl, read, problems);
   // A project allowed every slot could hold them all while its receivers hang (issue 20).
   if (config.webhookMaxInFlightPerProject >= config.webhookConcurrency) {
     problems.push("WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: must be below WEBHOOK_CONCURRENCY");
@@ -333,6 +362,54 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`invalid configuration:\n  - ${problems.join("\n  - ")}`);
   }
   return Object.freeze(config);
+}
+
+function readRedis(
+  redisUrl: string | null,
+  read: <T>(name: string, parse: (raw: string) => T, fallback: T) => T,
+  problems: string[],
+): RedisConfig | null {
+  const nodes = read("REDIS_CLUSTER_NODES", endpointList, null);
+  const sentinels = read("REDIS_SENTINELS", endpointList, null);
+  const masterName = read("REDIS_SENTINEL_NAME", (v) => printable(v, 128), null);
+  // Never echoed, like every secret here.
+  const sentinelPassword = read("REDIS_SENTINEL_PASSWORD", (v) => printable(v, 512), null);
+  if (nodes && sentinels) {
+    problems.push(
+      "REDIS_CLUSTER_NODES and REDIS_SENTINELS: set one of them (a Redis Cluster, or a master found through Sentinel), not both",
+    );
+    return null;
+  }
+  if (sentinels && !masterName)
+    problems.push("REDIS_SENTINELS needs REDIS_SENTINEL_NAME (the master's name)");
+  if (!sentinels && masterName) problems.push("REDIS_SENTINEL_NAME needs REDIS_SENTINELS (host:port list)");
+  if (!sentinels && sentinelPassword) problems.push("REDIS_SENTINEL_PASSWORD needs REDIS_SENTINELS");
+  if (nodes) {
+    // A cluster serves database 0 only (SELECT is refused); a number in the URL would be ignored silently.
+    const db = redisUrl ? new URL(redisUrl).pathname.replace(/^\//, "") : "";
+    if (db !== "" && db !== "0")
+      problems.push("REDIS_URL: a Redis Cluster has only database 0 (drop the path)");
+    return { mode: "cluster", url: redisUrl, nodes };
+  }
+  if (sentinels && masterName) {
+    return { mode: "sentinel", url: redisUrl, sentinels, masterName, sentinelPassword };
+  }
+  return redisUrl ? { mode: "standalone", url: redisUrl } : null;
+}
+
+/** Comma-separated `host:port` (an IPv6 address in brackets), at most 64; named by position. */
+function endpointList(v: string): RedisEndpoint[] {
+  const entries = v
+    .split(",")
+    .map((e) => e.trim())
+    .filter((e) => e !== "");
+  if (entries.length === 0 || entries.length > 64) throw new Error("must list 1 to 64 host:port entries");
+  return entries.map((entry, i) => {
+    const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(entry);
+    const port = match ? Number(match[2]) : 0;
+    if (!match || port < 1 || port > 65535) throw new Error(`entry ${i + 1} must be host:port`);
+    return { host: match[1]!.replace(/^\[|\]$/g, ""), port };
+  });
 }
 
 function readChain(

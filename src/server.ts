@@ -130,6 +130,8 @@ async function serve(config: Config, log: Logger, index: number | null) {
       port: typeof address === "object" && address ? address.port : config.port,
       store: store.db.kind,
       rateLimits: wired.services.rateLimiter.shared ? "redis" : "memory",
+      // Which Redis: one server, a cluster or through Sentinel (never its URL: it may carry a password).
+      ...(config.redis ? { redis: config.redis.mode } : {}),
       signer: wired.services.signer.address,
       secretsKey: wired.services.keyring.current.id,
       watchers: runsWatchers,

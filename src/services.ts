@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs";
-import { Redis } from "ioredis";
 import type { Hex } from "viem";
 import { generatePrivateKey } from "viem/accounts";
 import { chainSenderCodeResolver, type SenderCodeResolver } from "./accounts/code/resolve.ts";
@@ -20,6 +19,7 @@ import { reservationBatcher } from "./ledger/batcher.ts";
 import { createMetrics, type Metrics, PENDING_DELIVERIES_CAP, type ServedChain } from "./metrics/metrics.ts";
 import { authFailureLimiter } from "./rate-limits/failed-auth.ts";
 import { memoryRateLimiter, type RateLimiter, redisRateLimiter } from "./rate-limits/limiter.ts";
+import { connectRedis } from "./redis/client.ts";
 import { refusalRecorder } from "./refusals/recorder.ts";
 import { type Maintenance, maintenance } from "./retention/maintenance.ts";
 import { loadOrCreateSecret } from "./secrets/key-files.ts";
@@ -61,7 +61,7 @@ export interface WireOptions {
 
 export async function wireServices(config: Config, db: Db, options: WireOptions = {}): Promise<Wired> {
   const overrides = options.overrides ?? {};
-  const redis = config.redisUrl ? connectRedis(config.redisUrl) : null;
+  const redis = config.redis ? connectRedis(config.redis) : null;
   // One namespace per budget in Redis: per key (the prefix itself), per developer, per address.
   const limiter = (namespace: string | null): RateLimiter => {
     if (!redis) return memoryRateLimiter();
@@ -184,19 +184,6 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
 
 /** The longest wait between two attempts of a webhook delivery. */
 const WEBHOOK_MAX_RETRY_DELAY_MS = 6 * 3600 * 1000;
-
-function connectRedis(url: string): Redis {
-  const redis = new Redis(url, {
-    // Commands fail fast instead of queueing while Redis is away; the limiter falls back.
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: 500,
-    connectTimeout: 2000,
-    lazyConnect: false,
-  });
-  redis.on("error", () => {});
-  return redis;
-}
 
 function databaseProbe(db: Db): ReadinessProbe {
   return {

@@ -29,7 +29,7 @@ type PolicyConfig = Pick<
   | "depositXpub"
   | "databaseUrl"
   | "secretsEncryptionKey"
-  | "redisUrl"
+  | "redis"
   | "oidc"
   | "allowInsecureDefaults"
   | "workers"
@@ -88,9 +88,9 @@ export function processPolicy(config: PolicyConfig): ProcessPolicy {
         `WORKERS=${config.workers} needs DATABASE_URL: the embedded PGlite store lives in one process and cannot be shared by workers (use WORKERS=1)`,
       );
     }
-    if (config.redisUrl === null) {
+    if (config.redis === null) {
       refusals.push(
-        `WORKERS=${config.workers} needs REDIS_URL: in-memory rate limits would be counted per worker, each allowing the whole budget`,
+        `WORKERS=${config.workers} needs REDIS_URL: in-memory rate limits would be counted per worker, each allowing the whole budget (a Redis Cluster, REDIS_CLUSTER_NODES, or Sentinel, REDIS_SENTINELS, serves as well)`,
       );
     }
   }

@@ -1,6 +1,6 @@
-import type { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { batchPerKey } from "../batching.ts";
+import { type RedisClient, redisHealthy } from "../redis/client.ts";
 
 /**
  * Per-key request budgets: `rateLimit` requests per minute (DESIGN.md §3), counted in Redis when
@@ -68,11 +68,14 @@ export function memoryRateLimiter(): RateLimiter {
  * Counts in Redis, exactly across instances, with one round trip per batch: requests of the same
  * key that arrive while that key's previous call is in flight are counted together by a single
  * INCRBY, and each learns its own position in the window from the total. A fixed window starts
- * at a key's first request and lasts WINDOW_SEC (the key's TTL in Redis). If Redis fails, the
- * requests are counted in this process's memory instead.
+ * at a key's first request and lasts WINDOW_SEC (the key's TTL in Redis). If Redis fails (down,
+ * timing out, or a cluster in the middle of a failover: CLUSTERDOWN, TRYAGAIN, MOVED past the
+ * client's retries, READONLY from a demoted master), the requests are counted in this process's
+ * memory instead; the next batch tries Redis again, so counting returns there once it answers.
  */
-export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
+export function redisRateLimiter(redis: RedisClient, prefix = "gss:rl"): RateLimiter {
   const insurance = memoryRateLimiter();
+  const key = (id: number | string) => counterKey(prefix, id);
   // One result per request: null when it may pass, or the refusal.
   const count = batchPerKey(
     async (id: number | string, budgets: number[]): Promise<(RateLimitRefusal | null)[]> => {
@@ -80,7 +83,7 @@ export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
         const [total, ttlMs] = (await redis.eval(
           COUNT_SCRIPT,
           1,
-          `${prefix}:${id}`,
+          key(id),
           budgets.length,
           WINDOW_SEC * 1000,
         )) as [number, number];
@@ -96,22 +99,29 @@ export function redisRateLimiter(redis: Redis, prefix = "gss:rl"): RateLimiter {
 
   return {
     shared: true,
-    async healthy() {
-      try {
-        return (await redis.ping()) === "PONG";
-      } catch {
-        return false;
-      }
-    },
+    healthy: () => redisHealthy(redis),
     consume: (id, perMinute) => count(id, perMinute),
     async refund(id, perMinute) {
       try {
-        await redis.eval(REFUND_SCRIPT, 1, `${prefix}:${id}`);
+        await redis.eval(REFUND_SCRIPT, 1, key(id));
       } catch {
         await insurance.refund(id, perMinute);
       }
     },
   };
+}
+
+/**
+ * The counter of `id`: `{gss:rl:42}`. Each script takes exactly this one key and no other. That is
+ * what makes it run on a Redis Cluster at all: a script's keys must all hash to one slot (else
+ * CROSSSLOT), and a cluster routes the script to the master of that slot, which runs it
+ * atomically. The braces make the whole name a hash tag, so the slot is chosen by the id (ids
+ * spread over the masters), and any key a later script adds for the same id, such as
+ * `{gss:rl:42}:extra`, lands in the same slot as the counter. On one server the braces are
+ * only part of the name.
+ */
+export function counterKey(prefix: string, id: number | string): string {
+  return `{${prefix}:${id}}`;
 }
 
 // INCRBY and the window's expiry in one atomic step; returns the new count and the window's

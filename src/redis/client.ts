@@ -1,0 +1,166 @@
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+import type { RedisConfig } from "../config.ts";
+
+/**
+ * The one place a Redis connection is made: a single server, a Redis Cluster, or the master that
+ * Sentinel names. The rest of the service sees `RedisClient` (eval and ping route the same way on
+ * all three: a cluster sends a script to the master of its key's slot) and asks `redisHealthy`.
+ *
+ * Every topology fails fast instead of queueing while Redis is away: the limiter counts in memory
+ * meanwhile (rate-limits/limiter.ts), so waiting would only add latency to authorize.
+ */
+export type RedisClient = Redis | Cluster;
+
+/** Bound on one command on one node; past it the caller falls back. */
+const COMMAND_TIMEOUT_MS = 500;
+const CONNECT_TIMEOUT_MS = 2000;
+
+export function connectRedis(config: RedisConfig): RedisClient {
+  const client = config.mode === "cluster" ? connectCluster(config) : connectServer(config);
+  // Errors surface through the commands that fail (and readiness); an 'error' event with no
+  // listener would crash the process, and each reconnect attempt would log one more line.
+  client.on("error", () => {});
+  return client;
+}
+
+function connectServer(config: Exclude<RedisConfig, { mode: "cluster" }>): Redis {
+  const common: RedisOptions = {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    connectTimeout: CONNECT_TIMEOUT_MS,
+    lazyConnect: false,
+  };
+  if (config.mode === "standalone") return new Redis(config.url, common);
+  const tls = credentialsOf(config.url).tls !== undefined;
+  const client = new Redis({
+    ...common,
+    ...credentialsOf(config.url),
+    sentinels: config.sentinels,
+    name: config.masterName,
+    sentinelPassword: config.sentinelPassword ?? undefined,
+    // rediss: means TLS to the Sentinels and to the master alike (ioredis applies `tls` to the
+    // master through Sentinel only with enableTLSForSentinelMode).
+    ...(tls ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
+    // Should a connection to a demoted master survive, it refuses writes (READONLY):
+    // reconnecting asks the Sentinels again and finds the new master.
+    reconnectOnError: (err) => err.message.startsWith("READONLY"),
+  });
+  followSwitches(client, config);
+  return client;
+}
+
+/**
+ * Reconnects `client` (asking the Sentinels for the master again) as soon as a Sentinel announces
+ * `+switch-master` for its master. A master that dies closes the client's socket anyway, but after
+ * a graceful failover (SENTINEL FAILOVER) the old master stays up and keeps accepting writes until
+ * Sentinel demotes it (and kills its clients) about 10 s later: counts made there meanwhile are
+ * split from the other instances' and then lost. In test/redis-sentinel.test.ts both instances
+ * counted on the new master 11.5 s after the failover without this, 1.4–2.1 s with it.
+ *
+ * ioredis's own `failoverDetector` does this too, but its disconnect while the client is still
+ * connecting ends the client for good (status "end", never reconnecting; seen in 1 of 2 runs of
+ * the Sentinel test with ioredis 6.0.0), so here only a ready client is told to reconnect (one
+ * still connecting is already asking the Sentinels).
+ */
+function followSwitches(client: Redis, config: Extract<RedisConfig, { mode: "sentinel" }>): void {
+  const listeners = config.sentinels.map(
+    ({ host, port }) =>
+      new Redis({
+        host,
+        port,
+        password: config.sentinelPassword ?? undefined,
+        ...(credentialsOf(config.url).tls ? { tls: {} } : {}),
+        connectTimeout: CONNECT_TIMEOUT_MS,
+        // Subscribing is all it does; a Sentinel that comes back is subscribed to again.
+        autoResubscribe: true,
+        lazyConnect: false,
+      }),
+  );
+  for (const listener of listeners) {
+    listener.on("error", () => {});
+    listener.subscribe("+switch-master").catch(() => {});
+    listener.on("message", (_channel: string, message: string) => {
+      // "<master name> <old ip> <old port> <new ip> <new port>"
+      if (message.split(" ")[0] === config.masterName && client.status === "ready") client.disconnect(true);
+    });
+  }
+  client.once("end", () => {
+    for (const listener of listeners) listener.disconnect();
+  });
+}
+
+function connectCluster(config: Extract<RedisConfig, { mode: "cluster" }>): Cluster {
+  return new Cluster(config.nodes, {
+    enableOfflineQueue: false,
+    // While a master fails over, a command meets a closed connection, CLUSTERDOWN, TRYAGAIN or
+    // MOVED; the client waits, refreshes the slot map and tries again. These bound that: at
+    // most 6 tries, 150 ms apart, so a request waits under a second before the limiter counts
+    // it in memory instead.
+    maxRedirections: 6,
+    retryDelayOnFailover: 150,
+    retryDelayOnClusterDown: 150,
+    retryDelayOnTryAgain: 150,
+    // The slot map is re-read on every MOVED too; the interval catches a promotion that no
+    // command has run into yet.
+    slotsRefreshInterval: 2000,
+    redisOptions: {
+      ...credentialsOf(config.url),
+      maxRetriesPerRequest: 1,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      connectTimeout: CONNECT_TIMEOUT_MS,
+    },
+  });
+}
+
+/** User, password, TLS and database of REDIS_URL (its host is not used), for the nodes of a cluster or Sentinel. */
+function credentialsOf(url: string | null): Pick<RedisOptions, "username" | "password" | "tls" | "db"> {
+  if (!url) return {};
+  const parsed = new URL(url);
+  const db = parsed.pathname.replace(/^\//, "");
+  return {
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(parsed.protocol === "rediss:" ? { tls: {} } : {}),
+    ...(db !== "" ? { db: Number(db) } : {}),
+  };
+}
+
+/**
+ * Whether Redis can count right now. One server: it answers PING. Through Sentinel: the server
+ * the client is connected to is a master (ROLE).
+ * A cluster: every master in the client's slot map answers PING and the cluster reports
+ * `cluster_state:ok` (all 16384 slots served), so a master lost before its replica took over
+ * reads as degraded, not as healthy through the masters that remain.
+ */
+export async function redisHealthy(client: RedisClient): Promise<boolean> {
+  try {
+    if (client instanceof Cluster) {
+      if (client.status !== "ready") return false;
+      const masters = client.nodes("master");
+      if (masters.length === 0) return false;
+      const pongs = await Promise.all(masters.map((node) => bounded(node.ping())));
+      if (!pongs.every((p) => p === "PONG")) return false;
+      const info = await bounded(masters[0]!.cluster("INFO"));
+      return /^cluster_state:ok\r?$/m.test(String(info));
+    }
+    if (client.options.sentinels) {
+      // A PING would also pass on a master that Sentinel has just demoted, or on one that it is
+      // about to demote (writes there are lost when it resyncs): only a master counts.
+      const role = (await bounded(client.call("ROLE"))) as unknown[];
+      return role[0] === "master";
+    }
+    return (await bounded(client.ping())) === "PONG";
+  } catch {
+    return false;
+  }
+}
+
+/** A node's command bound by COMMAND_TIMEOUT_MS even when its connection is queueing. */
+function bounded<T>(command: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error("Redis did not answer in time")), COMMAND_TIMEOUT_MS);
+  });
+  return Promise.race([command, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,160 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { counterKey } from "../src/rate-limits/limiter.ts";
+import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
+import { burst, startLoad, waitRedisReady } from "./support/redis-load.ts";
+import { type RedisCluster, startRedisCluster, waitFor } from "./support/redis-servers.ts";
+
+/**
+ * The rate limits on a Redis Cluster of the test's own: 3 masters with one replica each (six
+ * redis-server processes), shared by two service instances. Each counter is one hash-tagged key,
+ * so each script runs on the one master of that key's slot; a master lost under load is replaced
+ * by its replica while the instances keep answering (counting in memory meanwhile), and then
+ * they count in the cluster again. Runs on both stores; the Redis is always this cluster.
+ */
+let cluster: RedisCluster;
+let store: TestDb;
+let a: TestApp;
+let b: TestApp;
+let prefix: string;
+
+before(async () => {
+  cluster = await startRedisCluster({ masters: 3, replicas: 1 });
+  store = await openTestDb();
+  prefix = `rl-cluster:${randomBytes(6).toString("hex")}`;
+  const env = { REDIS_URL: "", REDIS_CLUSTER_NODES: cluster.seeds };
+  a = await startTestApp({ db: store, rateLimitPrefix: prefix, env });
+  b = await startTestApp({ db: store, rateLimitPrefix: prefix, env });
+  await waitRedisReady(a);
+  await waitRedisReady(b);
+});
+after(async () => {
+  await b?.close();
+  await a?.close();
+  await store?.drop();
+  await cluster?.stop();
+});
+
+/** The id the limiter counts a project's (only) key under. */
+async function keyIdOf(projectId: string): Promise<number> {
+  const rows = await store.db.query<{ id: number }>("SELECT id FROM api_keys WHERE project_id = $1", [
+    projectId,
+  ]);
+  assert.equal(rows.length, 1);
+  return Number(rows[0]!.id);
+}
+
+describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)", () => {
+  it("counts one budget exactly across two instances: N of 3N concurrent requests pass, counted in the cluster", async () => {
+    const N = 20;
+    const p = await seedProject(a, { rateLimit: N, scopes: ["read"] });
+    const statuses = await burst([a, b], p, N);
+    assert.equal(statuses.filter((s) => s === 200).length, N);
+    assert.equal(statuses.filter((s) => s === 429).length, 2 * N);
+    // Every request went through the cluster (none fell back to memory): the counter saw all 3N.
+    const key = counterKey(prefix, await keyIdOf(p.projectId));
+    assert.equal(await (await cluster.masterOf(key)).call("GET", key), String(3 * N));
+  });
+
+  it("hash-tags each key's counter, so different API keys' counters spread over the masters", async () => {
+    const ids: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      const p = await seedProject(a, { rateLimit: 5, scopes: ["read"] });
+      const res = await b.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey });
+      assert.equal(res.statusCode, 200);
+      ids.push(await keyIdOf(p.projectId));
+    }
+    // Where each counter actually is: read back from the master that holds its slot.
+    const holders = new Map<number, number>();
+    for (const id of ids) {
+      const key = counterKey(prefix, id);
+      assert.match(key, /^\{[^{}]+\}$/, "the whole name is the hash tag");
+      const master = await cluster.masterOf(key);
+      assert.equal(await master.call("GET", key), "1");
+      holders.set(master.port, (holders.get(master.port) ?? 0) + 1);
+    }
+    assert.ok(holders.size > 1, `12 keys' counters on ${holders.size} master(s)`);
+  });
+
+  it("keeps answering through a master's loss under load (no 500), then counts exactly in the cluster again", async (t) => {
+    const busy = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
+    const victim = await cluster.masterOf(counterKey(prefix, await keyIdOf(busy.projectId)));
+    const load = startLoad([a, b], busy);
+    await load.answered(40);
+    // SIGKILL, as a crash: the replica takes the slots over after the node timeout (1 s).
+    const killedAt = Date.now();
+    await victim.kill();
+    await cluster.waitHealthy(3);
+    const promotedMs = Date.now() - killedAt;
+    assert.ok(!(await cluster.masters()).includes(victim));
+    await waitRedisReady(a);
+    await waitRedisReady(b);
+    const readyMs = Date.now() - killedAt;
+    await load.answered(40);
+    const statuses = await load.stop();
+    assert.deepEqual(
+      statuses.filter((s) => s !== 200),
+      [],
+      `${statuses.length} requests under load, every one answered 200`,
+    );
+    t.diagnostic(
+      `${statuses.length} requests under load, all 200 (slowest ${load.slowestMs()} ms); replica promoted after ${promotedMs} ms, both instances ready on the cluster after ${readyMs} ms`,
+    );
+
+    const N = 15;
+    const p = await seedProject(a, { rateLimit: N, scopes: ["read"] });
+    const again = await burst([a, b], p, N);
+    assert.equal(again.filter((s) => s === 200).length, N);
+    assert.equal(again.filter((s) => s === 429).length, 2 * N);
+    const key = counterKey(prefix, await keyIdOf(p.projectId));
+    assert.equal(await (await cluster.masterOf(key)).call("GET", key), String(3 * N));
+  });
+
+  it("follows a manual failover (CLUSTER FAILOVER: the old master answers MOVED) under load, no 500", async () => {
+    // A master that still has a replica (the one promoted above has none left).
+    const masters = await cluster.masters();
+    const pairs = await Promise.all(
+      masters.map(async (m) => {
+        const info = String(await m.call("INFO", "replication"));
+        const port = /^slave0:ip=[^,]+,port=(\d+)/m.exec(info)?.[1];
+        return port ? { master: m, replica: cluster.nodes.find((n) => n.port === Number(port))! } : null;
+      }),
+    );
+    const pair = pairs.find((x) => x !== null);
+    assert.ok(pair, "a master with a replica");
+    // A key whose counter that master holds, so that the load itself meets the redirect.
+    let busy = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
+    let key = counterKey(prefix, await keyIdOf(busy.projectId));
+    while ((await cluster.masterOf(key)) !== pair.master) {
+      busy = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
+      key = counterKey(prefix, await keyIdOf(busy.projectId));
+    }
+    const load = startLoad([a, b], busy);
+    await load.answered(40);
+    assert.equal(await pair.replica.call("CLUSTER", "FAILOVER"), "OK");
+    await waitFor("the replica is promoted", async () =>
+      /^role:master\r?$/m.test(String(await pair.replica.call("INFO", "replication"))) ? true : undefined,
+    );
+    await cluster.waitHealthy(3);
+    await waitRedisReady(a);
+    await waitRedisReady(b);
+    await load.answered(40);
+    const statuses = await load.stop();
+    assert.deepEqual(
+      statuses.filter((s) => s !== 200),
+      [],
+    );
+    // The busy key is counted in the cluster again: its counter grows with each request.
+    const before = Number(await (await cluster.masterOf(key)).call("GET", key));
+    assert.equal(
+      (await a.request({ method: "GET", url: `/projects/${busy.projectId}`, token: busy.apiKey })).statusCode,
+      200,
+    );
+    assert.equal(
+      (await b.request({ method: "GET", url: `/projects/${busy.projectId}`, token: busy.apiKey })).statusCode,
+      200,
+    );
+    assert.equal(Number(await (await cluster.masterOf(key)).call("GET", key)), before + 2);
+  });
+});
