@@ -9,6 +9,11 @@ import { deleteContract, listContracts, MAX_CONTRACTS_PER_PROJECT, putContract }
 
 /** ABI entries one upload may hold: functions, events and errors of a large contract fit. */
 const MAX_ABI_ENTRIES = 2000;
+/**
+ * The upload's own body limit, above the API's 64 KB: a large contract's ABI as compilers write
+ * it (names, internal types, whitespace) runs to a few hundred KB.
+ */
+const ABI_BODY_LIMIT_BYTES = 512 * 1024;
 
 const Contract = Type.Object(
   {
@@ -50,6 +55,7 @@ export const contractRoutes: RoutePlugin = async (app, { services }) => {
   app.put(
     "/projects/:id/contracts/:address",
     {
+      bodyLimit: ABI_BODY_LIMIT_BYTES,
       schema: {
         tags,
         security: bearer,

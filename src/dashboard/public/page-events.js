@@ -1,6 +1,8 @@
 // The events table: newest first, paged and filtered by the API (status, sender, target, and a
 // range of UTC days), whatever the length of the history.
+
 import { ApiProblem, get, seg } from "./api.js";
+import { contractNames } from "./names.js";
 import {
   badge,
   errorBox,
@@ -20,6 +22,7 @@ const PAGE_SIZE = 25;
 const STATUSES = ["", "success", "reverted", "expired", "pending"];
 
 export async function render(ctx) {
+  const names = await contractNames(ctx.projectId);
   const id = ctx.projectId;
   const q = ctx.query;
   const filters = {
@@ -118,8 +121,8 @@ export async function render(ctx) {
     time(e.created_at),
     badge(e.status),
     hex(e.sender),
-    hex(e.target),
-    h("code", {}, e.selector),
+    names.contract(e.target),
+    names.fn(e.target, e.selector),
     `${e.estimated_gas} / ${e.actual_gas}`,
     cost(e, ctx.currency),
     hex(e.tx_hash),

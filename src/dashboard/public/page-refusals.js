@@ -2,12 +2,15 @@
 // keys, newest first, each with its reason in plain words (sent by the API) and what was asked;
 // filtered by code and by a range of UTC days, paged by cursor. The list is a sample (a bounded
 // number per minute); the counts above it are exact.
+
 import { ApiProblem, get, seg } from "./api.js";
+import { contractNames } from "./names.js";
 import { errorBox, field, h, hex, InputProblem, isDay, nextDay, section, table, time } from "./ui.js";
 
 const PAGE_SIZE = 25;
 
 export async function render(ctx) {
+  const names = await contractNames(ctx.projectId);
   const id = ctx.projectId;
   const q = ctx.query;
   const filters = { code: q.get("code") ?? "", from: q.get("from") ?? "", to: q.get("to") ?? "" };
@@ -36,7 +39,7 @@ export async function render(ctx) {
   const rows = page.refusals.map((r) => [
     time(r.created_at),
     h("span", { class: "reason" }, r.reason, " ", h("code", { class: "code" }, r.code)),
-    asked(r),
+    asked(r, names),
     h(
       "span",
       {},
@@ -154,11 +157,19 @@ function filterFormOf(ctx, base, filters, codes, filterErrors) {
 }
 
 /** The sender, call and gas a refused request asked for (whatever of it the request carried). */
-function asked(r) {
+function asked(r, names) {
   const parts = [];
   if (r.sender) parts.push(h("span", {}, "sender ", hex(r.sender)));
   if (r.target)
-    parts.push(h("span", {}, "calls ", hex(r.target), r.selector ? [" ", h("code", {}, r.selector)] : null));
+    parts.push(
+      h(
+        "span",
+        {},
+        "calls ",
+        names.contract(r.target),
+        r.selector ? [" ", names.fn(r.target, r.selector)] : null,
+      ),
+    );
   if (r.chain_id !== null) parts.push(h("span", {}, `chain ${r.chain_id}`));
   if (r.estimated_gas !== null) parts.push(h("span", {}, `${r.estimated_gas} gas`));
   if (parts.length === 0) return h("span", { class: "muted" }, "not read (refused before the body)");
