@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { fundedProject, seedProject, startTestApp, type TestApp } from "./support/app.ts";
 import { assertNoAxeViolations, LAPTOP_WIDTH, PHONE_WIDTH } from "./support/axe.ts";
-import { type Browser, CHROMIUM, launchBrowser, screenshot } from "./support/dashboard.ts";
+import { type Browser, CHROMIUM, launchBrowser, openPage, screenshot, signIn } from "./support/dashboard.ts";
 import { MONEY_SELECTOR, MONEY_TARGET, reserveMint, spend, watchedDeposit } from "./support/money.ts";
 
 const STUDIO = "money-studio@example.com";
@@ -54,10 +54,7 @@ before(async () => {
   await seedProject(t, { email: STUDIO, projectId: EMPTY_ID });
   b = await launchBrowser(baseUrl);
   page = b.page;
-  await page.goto(`${baseUrl}/dashboard#/orgs`);
-  await page.evaluate((value) => sessionStorage.setItem("gss.token", value), project.ownerToken);
-  await page.reload();
-  await page.locator("h1").first().waitFor();
+  await signIn(page, baseUrl, project.ownerToken);
 });
 
 after(async () => {
@@ -66,12 +63,7 @@ after(async () => {
   await t?.close();
 });
 
-async function open(hash: string, title: RegExp) {
-  const target = `${baseUrl}/dashboard${hash}`;
-  if (page.url() === target) await page.reload();
-  else await page.goto(target);
-  await page.getByRole("heading", { level: 1, name: title }).waitFor();
-}
+const open = (hash: string, title: RegExp) => openPage(page, baseUrl, hash, title);
 
 /** The text of the description-list value whose term is `term`, inside the money facts. */
 const fact = (term: string) =>

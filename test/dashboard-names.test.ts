@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { fundedProject, MINT_SELECTOR, MINT_TARGET, startTestApp, type TestApp } from "./support/app.ts";
 import { assertNoAxeViolations, LAPTOP_WIDTH } from "./support/axe.ts";
-import { type Browser, CHROMIUM, launchBrowser, screenshot } from "./support/dashboard.ts";
+import { type Browser, CHROMIUM, launchBrowser, openPage, screenshot, signIn } from "./support/dashboard.ts";
 
 const PROJECT_ID = "names-view";
 const GAME_ABI = [
@@ -34,10 +34,7 @@ before(async () => {
   b = await launchBrowser(baseUrl);
   page = b.page;
   await page.setViewportSize(LAPTOP_WIDTH);
-  await page.goto(`${baseUrl}/dashboard#/orgs`);
-  await page.evaluate((value) => sessionStorage.setItem("gss.token", value), project.ownerToken);
-  await page.reload();
-  await page.locator("h1").first().waitFor();
+  await signIn(page, baseUrl, project.ownerToken);
 });
 
 after(async () => {
@@ -46,12 +43,7 @@ after(async () => {
   await t?.close();
 });
 
-async function open(hash: string, title: RegExp) {
-  const target = `${baseUrl}/dashboard${hash}`;
-  if (page.url() === target) await page.reload();
-  else await page.goto(target);
-  await page.getByRole("heading", { level: 1, name: title }).waitFor();
-}
+const open = (hash: string, title: RegExp) => openPage(page, baseUrl, hash, title);
 
 describe("names and pausing in the dashboard", () => {
   test("an uploaded ABI names the allowlist's contract and function, and the events' calls", async () => {

@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { fundedProject, startTestApp, type TestApp } from "./support/app.ts";
 import { assertNoAxeViolations, LAPTOP_WIDTH, PHONE_WIDTH } from "./support/axe.ts";
-import { type Browser, CHROMIUM, launchBrowser, screenshot } from "./support/dashboard.ts";
+import { type Browser, CHROMIUM, launchBrowser, openPage, screenshot, signIn } from "./support/dashboard.ts";
 
 const STUDIO = "refusal-studio@example.com";
 const PROJECT_ID = "refusal-view";
@@ -61,10 +61,7 @@ before(async () => {
   await t.services.refusals.flush();
   b = await launchBrowser(baseUrl);
   page = b.page;
-  await page.goto(`${baseUrl}/dashboard#/orgs`);
-  await page.evaluate((value) => sessionStorage.setItem("gss.token", value), project.ownerToken);
-  await page.reload();
-  await page.locator("h1").first().waitFor();
+  await signIn(page, baseUrl, project.ownerToken);
 });
 
 after(async () => {
@@ -73,12 +70,7 @@ after(async () => {
   await t?.close();
 });
 
-async function open(hash: string, title: RegExp) {
-  const target = `${baseUrl}/dashboard${hash}`;
-  if (page.url() === target) await page.reload();
-  else await page.goto(target);
-  await page.getByRole("heading", { level: 1, name: title }).waitFor();
-}
+const open = (hash: string, title: RegExp) => openPage(page, baseUrl, hash, title);
 
 describe("refusals in a browser", () => {
   for (const [name, size] of WIDTHS) {

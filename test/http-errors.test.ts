@@ -72,6 +72,13 @@ describe("a NUL character is refused before any handler, on every route", () => 
     "POST /projects/{id}/apikeys": { rateLimit: 10, scopes: ["read"] },
     "POST /projects/{id}/allowlist": { targetContract: GAME, functionSelector: "0xa0712d68" },
     "DELETE /projects/{id}/allowlist": { targetContract: GAME, functionSelector: "0xa0712d68" },
+    "PATCH /projects/{id}/allowlist": { targetContract: GAME, functionSelector: "0xa0712d68", name: "Mint" },
+    "PATCH /projects/{id}/apikeys/{keyId}": { name: "Renamed key" },
+    "PATCH /projects/{id}/policies/{ruleId}": { name: "Renamed rule", paused: false },
+    "PUT /projects/{id}/contracts/{address}": {
+      name: "Game",
+      abi: [{ type: "function", name: "mint", inputs: [{ type: "uint256" }] }],
+    },
     "POST /sponsor/authorize": { ...sponsorRequest(), clientNonce: "nonce-1" },
     "POST /sponsor/check": sponsorRequest(),
     "PUT /projects/{id}/policies/{ruleId}": { kind: "sender_count_cap", maxOperations: 5, window: "day" },
@@ -95,6 +102,7 @@ describe("a NUL character is refused before any handler, on every route", () => 
     ruleId: "nul-rule",
     webhookId: "999",
     deliveryId: "999",
+    address: GAME,
   });
 
   interface Operation {

@@ -25,6 +25,7 @@ import {
   type TestDb,
 } from "./support/app.ts";
 import { type PgCluster, type PgReplica, startPgCluster, startPgReplica } from "./support/pg-cluster.ts";
+import { waitFor } from "./support/poll.ts";
 import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.ts";
 
 const TANK_WEI = 10n ** 20n;
@@ -47,13 +48,9 @@ async function sql<T>(url: string, text: string): Promise<T[]> {
   }
 }
 
-async function eventually(what: string, until: () => Promise<boolean>) {
-  const end = Date.now() + 60_000;
-  while (!(await until().catch(() => false))) {
-    assert.ok(Date.now() < end, `${what}: not within 60 s`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+/** Waits until `until` holds (a thrown error counts as not yet). */
+const eventually = (what: string, until: () => Promise<boolean>) =>
+  waitFor(what, async () => ((await until()) ? true : undefined));
 
 const body = (nonce: string) => ({
   projectId: project.projectId,

@@ -25,6 +25,7 @@ import {
   type TestDb,
 } from "./support/app.ts";
 import { type PgCluster, type PgReplica, startPgCluster, startPgReplica } from "./support/pg-cluster.ts";
+import { waitFor } from "./support/poll.ts";
 import { parseExposition } from "./support/prometheus.ts";
 
 let primary: PgCluster;
@@ -48,14 +49,9 @@ async function onReplica<T>(sql: string): Promise<T[]> {
   }
 }
 
-/** Checks again until `until` holds (a generous deadline; no timing claim). */
-async function eventually(what: string, until: () => Promise<boolean>) {
-  const end = Date.now() + 60_000;
-  while (!(await until())) {
-    assert.ok(Date.now() < end, `${what}: not within 60 s`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+/** Waits until `until` holds (a thrown error counts as not yet). */
+const eventually = (what: string, until: () => Promise<boolean>) =>
+  waitFor(what, async () => ((await until()) ? true : undefined));
 
 const usable = async (t: TestApp) => {
   await router(t).check();

@@ -119,3 +119,30 @@ export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
 }
+
+/**
+ * Signs in as the dashboard keeps a developer's token (sessionStorage) and opens `hash`; resolves
+ * once the page has a heading.
+ */
+export async function signIn(page: Page, baseUrl: string, token: string, hash = "#/orgs"): Promise<void> {
+  await page.goto(`${baseUrl}/dashboard${hash}`);
+  await page.evaluate((value) => sessionStorage.setItem("gss.token", value), token);
+  await page.reload();
+  await page.locator("h1").first().waitFor();
+}
+
+/**
+ * Opens a dashboard page and waits for its title. Going to the address already shown changes no
+ * hash, so the page would not render again: it is reloaded instead.
+ */
+export async function openPage(
+  page: Page,
+  baseUrl: string,
+  hash: string,
+  title: string | RegExp,
+): Promise<void> {
+  const target = `${baseUrl}/dashboard${hash}`;
+  if (page.url() === target) await page.reload();
+  else await page.goto(target);
+  await page.getByRole("heading", { level: 1, name: title }).waitFor();
+}

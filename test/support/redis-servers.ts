@@ -13,7 +13,10 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { Redis } from "ioredis";
+import { waitFor } from "./poll.ts";
 import { canConnect, freePort } from "./ports.ts";
+
+export { waitFor };
 
 const run = promisify(execFile);
 
@@ -82,29 +85,6 @@ async function startNode(dir: string, port: number, args: string[], configFile?:
       await exited;
     },
   };
-}
-
-/** Polls `check` until it returns a value (not undefined) or `timeoutMs` passes; a thrown error counts as not yet. */
-export async function waitFor<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown = null;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      last = err;
-    }
-    assert.ok(
-      Date.now() < end,
-      `${what} within ${timeoutMs / 1000} s${last ? ` (last error: ${last})` : ""}`,
-    );
-    await sleep(100);
-  }
 }
 
 export interface RedisCluster {
