@@ -120,8 +120,8 @@ export interface Config {
   databaseUrl: string | null;
   /**
    * Streaming replicas of DATABASE_URL for reads that tolerate lag (src/db/replicas.ts): the
-   * analytics, the events list, deposit history and the funds parity report. Empty: every read
-   * goes to the primary.
+   * analytics, the events list, the refusal log, deposit history and the funds parity report.
+   * Empty: every read goes to the primary.
    */
   databaseReadUrls: readonly string[];
   /** A replica further behind the primary than this is skipped, and its reads go to the primary. */

@@ -14,8 +14,9 @@
  * follows this primary), the replica is not used.
  *
  * What is routed here and what is not (services.ts, the routes): analytics, the events list,
- * deposit history and the funds parity report read through this router; they are derived from
- * authorizations and settlements, and a read a second old says the same thing a moment later.
+ * the refusal log, deposit history and the funds parity report read through this router; they
+ * are derived from authorizations, refusals and settlements, and a read a second old says the
+ * same thing a moment later.
  * Who may read (membership, API keys, roles) is always checked on the primary, so a revoked
  * member or key loses access at once whatever the replicas hold; and every read of something the
  * dashboard itself writes (settings, keys, allowlists, policies, webhooks) goes to the primary,

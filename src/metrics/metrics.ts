@@ -260,7 +260,7 @@ export function createMetrics(options: {
   });
   const reads = new Counter({
     name: "gss_db_reads_total",
-    help: "Lag-tolerant reads (analytics, events, deposits, funds parity) by where they were served",
+    help: "Lag-tolerant reads (analytics, events, refusals, deposits, funds parity) by where they were served",
     labelNames: ["target"],
     registers,
   });
