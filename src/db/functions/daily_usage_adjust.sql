@@ -22,6 +22,9 @@ BEGIN
       ON CONFLICT (project_id, day) DO UPDATE SET spent = u.spent + EXCLUDED.spent
       RETURNING u.spent, u.alerted_pct INTO v_spent, v_alerted;
     SELECT daily_cap INTO v_cap FROM projects WHERE id = p_project;
+    IF v_cap IS NULL OR v_alerted >= 100 THEN
+      RETURN;
+    END IF;
     v_level := budget_level(v_spent, v_cap);
     IF v_level > v_alerted THEN
       UPDATE daily_usage SET alerted_pct = v_level WHERE project_id = p_project AND day = p_day;
