@@ -92,7 +92,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
         })
       : null;
   if (replicas) {
-    readiness.push(...replicaProbes(replicas, config.databaseReadUrls.length));
+    readiness.push(...replicaProbes(replicas));
     replicas.start();
   }
   metrics.pendingDeliveriesFrom(() => countPending(db, PENDING_DELIVERIES_CAP), now);
@@ -203,8 +203,8 @@ function databaseProbe(db: Db): ReadinessProbe {
  * One check per read replica, `replica:<position>`: degraded when it is down or lags past the
  * bound (its reads then go to the primary, so the instance still serves everything).
  */
-function replicaProbes(router: ReadRouter, count: number): ReadinessProbe[] {
-  return Array.from({ length: count }, (_, index) => ({
+function replicaProbes(router: ReadRouter): ReadinessProbe[] {
+  return router.states().map(({ index }) => ({
     name: `replica:${index}`,
     async check() {
       const state = router.states()[index]!;

@@ -6,7 +6,14 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { fundedProject, MINT_SELECTOR, MINT_TARGET, startTestApp, type TestApp } from "./support/app.ts";
+import {
+  authorizeMint,
+  fundedProject,
+  MINT_SELECTOR,
+  MINT_TARGET,
+  startTestApp,
+  type TestApp,
+} from "./support/app.ts";
 import { addWebhookEndpoint } from "./support/receiver.ts";
 
 let t: TestApp;
@@ -26,21 +33,7 @@ async function project(opts: { subscribe?: boolean } = {}) {
   return p;
 }
 
-async function authorize(p: { projectId: string; apiKey: string }, user = freshSender()) {
-  return t.request({
-    method: "POST",
-    url: "/sponsor/authorize",
-    token: p.apiKey,
-    payload: {
-      projectId: p.projectId,
-      user,
-      target: MINT_TARGET,
-      selector: MINT_SELECTOR,
-      estimatedGas: 150_000,
-      chainId: 14601,
-    },
-  });
-}
+const authorize = (p: { projectId: string; apiKey: string }, user?: string) => authorizeMint(t, p, user);
 
 async function grant(p: { projectId: string; apiKey: string }, n: number) {
   for (let i = 0; i < n; i++) {

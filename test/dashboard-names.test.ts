@@ -7,7 +7,14 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { fundedProject, MINT_SELECTOR, MINT_TARGET, startTestApp, type TestApp } from "./support/app.ts";
+import {
+  authorizeMint,
+  fundedProject,
+  MINT_SELECTOR,
+  MINT_TARGET,
+  startTestApp,
+  type TestApp,
+} from "./support/app.ts";
 import { assertNoAxeViolations, LAPTOP_WIDTH } from "./support/axe.ts";
 import { type Browser, CHROMIUM, launchBrowser, openPage, screenshot, signIn } from "./support/dashboard.ts";
 
@@ -69,19 +76,7 @@ describe("names and pausing in the dashboard", () => {
     await screenshot(page, "names-01-allowlist");
     await assertNoAxeViolations(page, "names-01-allowlist");
 
-    const res = await t.request({
-      method: "POST",
-      url: "/sponsor/authorize",
-      token: project.apiKey,
-      payload: {
-        projectId: PROJECT_ID,
-        user: "0x00000000000000000000000000000000000abc01",
-        target: MINT_TARGET,
-        selector: MINT_SELECTOR,
-        estimatedGas: 150_000,
-        chainId: 14601,
-      },
-    });
+    const res = await authorizeMint(t, project);
     assert.equal(res.statusCode, 200, res.body);
     await open(`#/projects/${PROJECT_ID}/events`, /Events/);
     await page.locator("td code.signature", { hasText: "mint(uint256)" }).first().waitFor();

@@ -13,7 +13,6 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import pg from "pg";
 import { migrate } from "../src/db/migrate.ts";
 import { openPostgres } from "../src/db/postgres.ts";
 import {
@@ -25,7 +24,7 @@ import {
   type TestDb,
 } from "./support/app.ts";
 import { type PgCluster, type PgReplica, startPgCluster, startPgReplica } from "./support/pg-cluster.ts";
-import { waitFor } from "./support/poll.ts";
+import { until as eventually } from "./support/poll.ts";
 import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.ts";
 
 const TANK_WEI = 10n ** 20n;
@@ -37,20 +36,6 @@ let proxy: TcpProxy;
 let store: TestDb;
 let t: TestApp;
 let project: Awaited<ReturnType<typeof fundedProject>>;
-
-async function sql<T>(url: string, text: string): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(text)).rows as T[];
-  } finally {
-    await client.end();
-  }
-}
-
-/** Waits until `until` holds (a thrown error counts as not yet). */
-const eventually = (what: string, until: () => Promise<boolean>) =>
-  waitFor(what, async () => ((await until()) ? true : undefined));
 
 const body = (nonce: string) => ({
   projectId: project.projectId,
@@ -76,10 +61,10 @@ before(async () => {
   replica = await startPgReplica(primary);
   // Synchronous from here on (the base backup is taken, so the replica does not inherit it and
   // can commit on its own once promoted): a commit returns once the replica has flushed it.
-  await sql(primary.url, "ALTER SYSTEM SET synchronous_standby_names = '*'");
-  await sql(primary.url, "SELECT pg_reload_conf()");
+  await primary.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
+  await primary.query("SELECT pg_reload_conf()");
   await eventually("the replica is synchronous", async () => {
-    const rows = await sql<{ sync_state: string }>(primary.url, "SELECT sync_state FROM pg_stat_replication");
+    const rows = await primary.query<{ sync_state: string }>("SELECT sync_state FROM pg_stat_replication");
     return rows.some((r) => r.sync_state === "sync");
   });
   proxy = await startTcpProxy(primary.port);

@@ -11,7 +11,6 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import pg from "pg";
 import { migrate } from "../src/db/migrate.ts";
 import { openPostgres } from "../src/db/postgres.ts";
 import type { ReadRouter } from "../src/db/replicas.ts";
@@ -25,7 +24,7 @@ import {
   type TestDb,
 } from "./support/app.ts";
 import { type PgCluster, type PgReplica, startPgCluster, startPgReplica } from "./support/pg-cluster.ts";
-import { waitFor } from "./support/poll.ts";
+import { until as eventually } from "./support/poll.ts";
 import { parseExposition } from "./support/prometheus.ts";
 
 let primary: PgCluster;
@@ -38,20 +37,6 @@ let strict: TestApp;
 let project: Awaited<ReturnType<typeof fundedProject>>;
 
 const router = (t: TestApp) => t.services.reads as ReadRouter;
-
-async function onReplica<T>(sql: string): Promise<T[]> {
-  const client = new pg.Client({ connectionString: replica.url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows as T[];
-  } finally {
-    await client.end();
-  }
-}
-
-/** Waits until `until` holds (a thrown error counts as not yet). */
-const eventually = (what: string, until: () => Promise<boolean>) =>
-  waitFor(what, async () => ((await until()) ? true : undefined));
 
 const usable = async (t: TestApp) => {
   await router(t).check();
@@ -129,7 +114,7 @@ describe("read replicas", () => {
   });
 
   test("a replica paused past the bound hands its reads to the primary; under the bound it is still used", async () => {
-    await onReplica("SELECT pg_wal_replay_pause()");
+    await replica.query("SELECT pg_wal_replay_pause()");
     try {
       assert.equal((await authorizeMint(patient, project)).statusCode, 200);
       // The patient instance still reads the paused replica: it does not have the second one.
@@ -160,7 +145,7 @@ describe("read replicas", () => {
       });
       assert.equal((read.json() as { daily_cap: string }).daily_cap, "900000000000000001");
     } finally {
-      await onReplica("SELECT pg_wal_replay_resume()");
+      await replica.query("SELECT pg_wal_replay_resume()");
     }
     await eventually("the replica catches up", async () => (await eventCount(patient)) === 2);
     await eventually("the strict instance uses the replica again", () => usable(strict));

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { counterKey } from "../src/rate-limits/limiter.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
-import { burst, startLoad, waitRedisReady } from "./support/redis-load.ts";
+import { burst, keyIdOf, startLoad, waitRedisReady } from "./support/redis-load.ts";
 import { type RedisCluster, startRedisCluster, waitFor } from "./support/redis-servers.ts";
 
 /**
@@ -36,15 +36,6 @@ after(async () => {
   await cluster?.stop();
 });
 
-/** The id the limiter counts a project's (only) key under. */
-async function keyIdOf(projectId: string): Promise<number> {
-  const rows = await store.db.query<{ id: number }>("SELECT id FROM api_keys WHERE project_id = $1", [
-    projectId,
-  ]);
-  assert.equal(rows.length, 1);
-  return Number(rows[0]!.id);
-}
-
 describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)", () => {
   it("counts one budget exactly across two instances: N of 3N concurrent requests pass, counted in the cluster", async () => {
     const N = 20;
@@ -53,7 +44,7 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
     assert.equal(statuses.filter((s) => s === 200).length, N);
     assert.equal(statuses.filter((s) => s === 429).length, 2 * N);
     // Every request went through the cluster (none fell back to memory): the counter saw all 3N.
-    const key = counterKey(prefix, await keyIdOf(p.projectId));
+    const key = counterKey(prefix, await keyIdOf(store.db, p.projectId));
     assert.equal(await (await cluster.masterOf(key)).call("GET", key), String(3 * N));
   });
 
@@ -63,7 +54,7 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
       const p = await seedProject(a, { rateLimit: 5, scopes: ["read"] });
       const res = await b.request({ method: "GET", url: `/projects/${p.projectId}`, token: p.apiKey });
       assert.equal(res.statusCode, 200);
-      ids.push(await keyIdOf(p.projectId));
+      ids.push(await keyIdOf(store.db, p.projectId));
     }
     // Where each counter actually is: read back from the master that holds its slot.
     const holders = new Map<number, number>();
@@ -79,7 +70,7 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
 
   it("keeps answering through a master's loss under load (no 500), then counts exactly in the cluster again", async (t) => {
     const busy = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
-    const victim = await cluster.masterOf(counterKey(prefix, await keyIdOf(busy.projectId)));
+    const victim = await cluster.masterOf(counterKey(prefix, await keyIdOf(store.db, busy.projectId)));
     const load = startLoad([a, b], busy);
     await load.answered(40);
     // SIGKILL, as a crash: the replica takes the slots over after the node timeout (1 s).
@@ -107,7 +98,7 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
     const again = await burst([a, b], p, N);
     assert.equal(again.filter((s) => s === 200).length, N);
     assert.equal(again.filter((s) => s === 429).length, 2 * N);
-    const key = counterKey(prefix, await keyIdOf(p.projectId));
+    const key = counterKey(prefix, await keyIdOf(store.db, p.projectId));
     assert.equal(await (await cluster.masterOf(key)).call("GET", key), String(3 * N));
   });
 
@@ -125,10 +116,10 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
     assert.ok(pair, "a master with a replica");
     // A key whose counter that master holds, so that the load itself meets the redirect.
     let busy = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
-    let key = counterKey(prefix, await keyIdOf(busy.projectId));
+    let key = counterKey(prefix, await keyIdOf(store.db, busy.projectId));
     while ((await cluster.masterOf(key)) !== pair.master) {
       busy = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
-      key = counterKey(prefix, await keyIdOf(busy.projectId));
+      key = counterKey(prefix, await keyIdOf(store.db, busy.projectId));
     }
     const load = startLoad([a, b], busy);
     await load.answered(40);

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { counterKey } from "../src/rate-limits/limiter.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
-import { burst, startLoad, waitRedisReady } from "./support/redis-load.ts";
+import { burst, keyIdOf, startLoad, waitRedisReady } from "./support/redis-load.ts";
 import { type RedisNode, type RedisSentinel, startRedisSentinel, waitFor } from "./support/redis-servers.ts";
 
 /**
@@ -36,21 +36,16 @@ after(async () => {
   await sentinel?.stop();
 });
 
-async function keyIdOf(projectId: string): Promise<number> {
-  const rows = await store.db.query<{ id: number }>("SELECT id FROM api_keys WHERE project_id = $1", [
-    projectId,
-  ]);
-  assert.equal(rows.length, 1);
-  return Number(rows[0]!.id);
-}
-
 /** N of 3N concurrent requests pass across both instances, and `master` counted all 3N. */
 async function assertExactOn(master: RedisNode, N: number) {
   const p = await seedProject(a, { rateLimit: N, scopes: ["read"] });
   const statuses = await burst([a, b], p, N);
   assert.equal(statuses.filter((s) => s === 200).length, N);
   assert.equal(statuses.filter((s) => s === 429).length, 2 * N);
-  assert.equal(await master.call("GET", counterKey(prefix, await keyIdOf(p.projectId))), String(3 * N));
+  assert.equal(
+    await master.call("GET", counterKey(prefix, await keyIdOf(store.db, p.projectId))),
+    String(3 * N),
+  );
 }
 
 describe("rate limits through Redis Sentinel (master, replica, one Sentinel; two instances)", () => {
@@ -106,7 +101,7 @@ async function failOverUnderLoad(
   assert.equal(await sentinel.currentMasterPort(), from.port);
   const busy = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
   const probe = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
-  const probeKey = counterKey(prefix, await keyIdOf(probe.projectId));
+  const probeKey = counterKey(prefix, await keyIdOf(store.db, probe.projectId));
   const load = startLoad([a, b], busy);
   await load.answered(40);
   const startedMs = Date.now();

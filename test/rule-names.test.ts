@@ -5,7 +5,14 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { fundedProject, MINT_SELECTOR, MINT_TARGET, startTestApp, type TestApp } from "./support/app.ts";
+import {
+  authorizeMint,
+  fundedProject,
+  MINT_SELECTOR,
+  MINT_TARGET,
+  startTestApp,
+  type TestApp,
+} from "./support/app.ts";
 
 let t: TestApp;
 let p: Awaited<ReturnType<typeof fundedProject>>;
@@ -23,21 +30,7 @@ after(() => t.close());
 let senders = 0;
 const freshSender = () => `0x${(0xabc000 + ++senders).toString(16).padStart(40, "0")}`;
 
-function authorize(user = freshSender()) {
-  return t.request({
-    method: "POST",
-    url: "/sponsor/authorize",
-    token: p.apiKey,
-    payload: {
-      projectId: p.projectId,
-      user,
-      target: MINT_TARGET,
-      selector: MINT_SELECTOR,
-      estimatedGas: 150_000,
-      chainId: 14601,
-    },
-  });
-}
+const authorize = (user = freshSender()) => authorizeMint(t, p, user);
 
 const call = (
   method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE",

@@ -10,9 +10,11 @@ export interface AllowlistEntry {
 
 export const MAX_ENTRIES_PER_PROJECT = 1000;
 
+const COLUMNS = "target_contract, function_selector, name, enabled, created_at";
+
 export async function listEntries(db: Queryable, projectId: string): Promise<AllowlistEntry[]> {
   const rows = await db.query<Row>(
-    `SELECT target_contract, function_selector, name, enabled, created_at FROM allowlist_entries
+    `SELECT ${COLUMNS} FROM allowlist_entries
      WHERE project_id = $1 ORDER BY created_at, target_contract, function_selector`,
     [projectId],
   );
@@ -35,7 +37,7 @@ export async function addEntry(
   const existing = await tx.query<Row>(
     `UPDATE allowlist_entries SET enabled = true, name = COALESCE($4, name), updated_at = now()
      WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3
-     RETURNING target_contract, function_selector, name, enabled, created_at`,
+     RETURNING ${COLUMNS}`,
     [projectId, target, selector, name],
   );
   if (existing[0]) return { entry: toEntry(existing[0]), created: false };
@@ -47,7 +49,7 @@ export async function addEntry(
   const rows = await tx.query<Row>(
     `INSERT INTO allowlist_entries (project_id, target_contract, function_selector, name)
      VALUES ($1, $2, $3, $4)
-     RETURNING target_contract, function_selector, name, enabled, created_at`,
+     RETURNING ${COLUMNS}`,
     [projectId, target, selector, name],
   );
   return { entry: toEntry(rows[0]!), created: true };
@@ -63,7 +65,7 @@ export async function disableEntry(
   const rows = await db.query<Row>(
     `UPDATE allowlist_entries SET enabled = false, updated_at = now()
      WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3 AND enabled
-     RETURNING target_contract, function_selector, name, enabled, created_at`,
+     RETURNING ${COLUMNS}`,
     [projectId, target, selector],
   );
   return rows[0] ? toEntry(rows[0]) : null;
@@ -84,7 +86,7 @@ export async function patchEntry(
     `UPDATE allowlist_entries SET name = CASE WHEN $4::boolean THEN $5::text ELSE name END,
        enabled = COALESCE($6::boolean, enabled), updated_at = now()
      WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3
-     RETURNING target_contract, function_selector, name, enabled, created_at`,
+     RETURNING ${COLUMNS}`,
     [projectId, target, selector, change.name !== undefined, change.name ?? null, change.enabled ?? null],
   );
   return rows[0] ? toEntry(rows[0]) : null;

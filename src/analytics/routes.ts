@@ -111,13 +111,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
           "`costWei` count operations by the day they settled or expired; `activeSenders` is the number of " +
           "distinct senders with an operation settled that day.",
         params: ProjectParams,
-        querystring: Type.Object(
-          {
-            from: Type.Optional(Type.String({ format: "date", description: "First UTC day, included" })),
-            to: Type.Optional(Type.String({ format: "date", description: "Last UTC day, included" })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: DayRangeQuery,
         response: responses({
           200: Type.Object({
             days: Type.Array(
@@ -246,6 +240,15 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     },
   );
 };
+
+/** The query of a daily view: `from` and `to` UTC days (read by dayRange). */
+export const DayRangeQuery = Type.Object(
+  {
+    from: Type.Optional(Type.String({ format: "date", description: "First UTC day, included" })),
+    to: Type.Optional(Type.String({ format: "date", description: "Last UTC day, included" })),
+  },
+  { additionalProperties: false },
+);
 
 /**
  * The UTC days of a daily view's `from` and `to` (YYYY-MM-DD, both included): by default the last

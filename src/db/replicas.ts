@@ -208,45 +208,42 @@ export function readRouter(primary: Db, urls: readonly string[], options: ReadRo
     }
   };
 
+  /**
+   * Runs a read on the next usable replica, or on the primary when there is none or the replica
+   * fails for its own reasons. Only the replica's own trouble moves the read to the primary; a
+   * query the replica refused for what it says (a syntax error, a bad parameter) would fail there
+   * too, and is thrown.
+   */
+  const route = async <T>(onReplica: (r: Replica) => Promise<T>, onPrimary: () => Promise<T>): Promise<T> => {
+    const candidates = usable();
+    if (candidates.length > 0) {
+      const replica = candidates[next++ % candidates.length]!;
+      try {
+        const result = await onReplica(replica);
+        options.routed?.("replica");
+        return result;
+      } catch (err) {
+        const own = replicaTrouble(err);
+        if (own) throw own;
+        markDown(replica, `failed a read: ${describe(err)}`);
+      }
+    }
+    const result = await onPrimary();
+    options.routed?.("primary");
+    return result;
+  };
+
   return {
-    async snapshot<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
-      const candidates = usable();
-      if (candidates.length > 0) {
-        const replica = candidates[next++ % candidates.length]!;
-        try {
-          const result = await replicaSnapshot(replica, fn);
-          options.routed?.("replica");
-          return result;
-        } catch (err) {
-          const own = replicaTrouble(err);
-          if (own) throw own;
-          markDown(replica, `failed a read: ${describe(err)}`);
-        }
-      }
-      const result = await primarySnapshot(primary, fn);
-      options.routed?.("primary");
-      return result;
-    },
-    async query<T>(sql: string, params?: unknown[]): Promise<T[]> {
-      const candidates = usable();
-      if (candidates.length > 0) {
-        const replica = candidates[next++ % candidates.length]!;
-        try {
-          const rows = (await replica.pool.query(sql, params as unknown[])).rows as T[];
-          options.routed?.("replica");
-          return rows;
-        } catch (err) {
-          // Only the replica's own trouble moves the read to the primary; a query the replica
-          // refused for what it says (a syntax error, a bad parameter) would fail there too.
-          const own = replicaTrouble(err);
-          if (own) throw own;
-          markDown(replica, `failed a read: ${describe(err)}`);
-        }
-      }
-      const rows = await primary.query<T>(sql, params);
-      options.routed?.("primary");
-      return rows;
-    },
+    snapshot: (fn) =>
+      route(
+        (replica) => replicaSnapshot(replica, fn),
+        () => primarySnapshot(primary, fn),
+      ),
+    query: <T>(sql: string, params?: unknown[]) =>
+      route(
+        async (replica) => (await replica.pool.query(sql, params as unknown[])).rows as T[],
+        () => primary.query<T>(sql, params),
+      ),
     states: () => replicas.map((r) => ({ ...r.state })),
     check,
     start() {

@@ -6,7 +6,7 @@
  */
 import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
-import { dayRange, instantRange } from "../analytics/routes.ts";
+import { DayRangeQuery, dayRange, instantRange } from "../analytics/routes.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ERRORS } from "../http/catalogue.ts";
 import { ApiError } from "../http/problem.ts";
@@ -121,13 +121,7 @@ export const refusalRoutes: RoutePlugin = async (app, { services }) => {
           "about a second after it); `authorized` counts the authorizations granted on the same days, so " +
           "refused ÷ (authorized + refused) is the share refused.",
         params: ProjectParams,
-        querystring: Type.Object(
-          {
-            from: Type.Optional(Type.String({ format: "date", description: "First UTC day, included" })),
-            to: Type.Optional(Type.String({ format: "date", description: "Last UTC day, included" })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: DayRangeQuery,
         response: responses({
           200: Type.Object({
             from: Type.String({ format: "date" }),

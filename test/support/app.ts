@@ -320,15 +320,19 @@ export async function fundedProject(
 export const MINT_TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
 export const MINT_SELECTOR = "0xa0712d68";
 
-/** One call authorization of a mint, for a fresh random sender, with the project's key. */
-export function authorizeMint(t: TestApp, p: { projectId: string; apiKey: string }) {
+/** One call authorization of a mint with the project's key, for `user` (a fresh random sender by default). */
+export function authorizeMint(
+  t: TestApp,
+  p: { projectId: string; apiKey: string },
+  user = `0x${randomBytes(20).toString("hex")}`,
+) {
   return t.request({
     method: "POST",
     url: "/sponsor/authorize",
     token: p.apiKey,
     payload: {
       projectId: p.projectId,
-      user: `0x${randomBytes(20).toString("hex")}`,
+      user,
       target: MINT_TARGET,
       selector: MINT_SELECTOR,
       estimatedGas: 100_000,

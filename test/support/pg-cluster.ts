@@ -2,6 +2,7 @@ import { execFile, spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import pg from "pg";
 import { freePort } from "./ports.ts";
 
 export { freePort };
@@ -34,6 +35,8 @@ export interface PgCluster {
   destroy(): Promise<void>;
   /** The server's log, for a failing test's message. */
   log(): string;
+  /** Runs one statement on a connection of its own (opened and closed for it), as superuser. */
+  query<T = Record<string, unknown>>(sql: string): Promise<T[]>;
 }
 
 /** Creates a cluster in a fresh temporary directory and starts it on `port` (a free one by default). */
@@ -163,6 +166,15 @@ function clusterIn(root: string, port: number, bin: string, runAs: Runner): PgCl
       rmSync(root, { recursive: true, force: true });
     },
     log: () => (existsSync(logFile) ? readFileSync(logFile, "utf8") : ""),
+    async query<T>(sql: string) {
+      const client = new pg.Client({ connectionString: cluster.url });
+      await client.connect();
+      try {
+        return (await client.query(sql)).rows as T[];
+      } finally {
+        await client.end();
+      }
+    },
   };
   return cluster;
 }

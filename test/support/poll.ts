@@ -24,3 +24,8 @@ export async function waitFor<T>(
     await sleep(100);
   }
 }
+
+/** Waits until `holds` is true (a thrown error counts as not yet). */
+export function until(what: string, holds: () => Promise<boolean>, timeoutMs = 60_000): Promise<true> {
+  return waitFor(what, async () => ((await holds()) ? true : undefined), timeoutMs);
+}

@@ -2,9 +2,11 @@
  * Load for the Redis failover tests (redis-cluster, redis-sentinel): a few loops of requests
  * through two instances that share one key, run until told to stop, every status kept.
  */
+import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Queryable } from "../../src/db/db.ts";
 import type { TestApp } from "./app.ts";
-import { waitFor } from "./redis-servers.ts";
+import { waitFor } from "./poll.ts";
 
 export interface Load {
   /** Every status so far, in order of arrival. */
@@ -74,4 +76,11 @@ export async function burst(apps: TestApp[], p: { projectId: string; apiKey: str
     ),
   );
   return results.map((r) => r.statusCode);
+}
+
+/** The id the limiter counts a project's (only) key under. */
+export async function keyIdOf(db: Queryable, projectId: string): Promise<number> {
+  const rows = await db.query<{ id: number }>("SELECT id FROM api_keys WHERE project_id = $1", [projectId]);
+  assert.equal(rows.length, 1);
+  return Number(rows[0]!.id);
 }

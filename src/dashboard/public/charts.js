@@ -43,27 +43,13 @@ export function barChart({
   className = "",
   kind = "bar",
 }) {
-  const width = 640;
-  const height = 200;
-  const pad = { top: 12, right: 8, bottom: 28, left: 72 };
   const max = maxOf(values);
-  if (max === 0n) {
-    return h(
-      "figure",
-      { class: "figure", "data-empty": "" },
-      h("figcaption", {}, title),
-      h("p", { class: "empty chart-empty" }, `No data for these ${labels.length} days yet.`),
-    );
-  }
-  const ticks = ticksFor(max);
-  const top = ticks[ticks.length - 1];
-  const slot = (width - pad.left - pad.right) / Math.max(1, labels.length);
-  const barWidth = Math.max(2, slot * 0.7);
-  const plotHeight = height - pad.top - pad.bottom;
-  const yOf = (v) => pad.top + plotHeight - ratio(v, top) * plotHeight;
-  const titleId = uid("chart");
+  if (max === 0n) return noDays(title, labels);
+  const { width, height, pad, ticks, barWidth, plotHeight, yOf, titleId, centre, dayLabel } = dayFrame(
+    labels,
+    max,
+  );
   const axis = yAxis(ticks, yOf, pad, width, format);
-  const centre = (i) => pad.left + i * slot + slot / 2;
   const marks = labels.map((label, i) => {
     const y = yOf(values[i]);
     const mark =
@@ -81,13 +67,7 @@ export function barChart({
       { class: "mark", "data-day": label },
       mark,
       h("title", {}, `${label}: ${exact(values[i])}`),
-      i % Math.ceil(labels.length / 7) === 0
-        ? h(
-            "text",
-            { x: centre(i).toFixed(1), y: height - 8, class: "axis", "text-anchor": "middle" },
-            label.slice(5),
-          )
-        : null,
+      dayLabel(label, i),
     );
   });
   const line =
@@ -227,6 +207,50 @@ function yAxis(ticks, yOf, pad, width, format) {
 }
 
 /** Colours for the series of a stacked chart; a chart shows at most this many (the rest as one). */
+/** What a per-day chart shows when every day is zero. */
+function noDays(title, labels) {
+  return h(
+    "figure",
+    { class: "figure", "data-empty": "" },
+    h("figcaption", {}, title),
+    h("p", { class: "empty chart-empty" }, `No data for these ${labels.length} days yet.`),
+  );
+}
+
+/**
+ * The geometry the per-day charts share: the plot area, the y scale up to the highest tick above
+ * `max`, one slot per day with its bar width and centre, and every 7th or so day's label under it.
+ */
+function dayFrame(labels, max) {
+  const width = 640;
+  const height = 200;
+  const pad = { top: 12, right: 8, bottom: 28, left: 72 };
+  const ticks = ticksFor(max);
+  const top = ticks[ticks.length - 1];
+  const slot = (width - pad.left - pad.right) / Math.max(1, labels.length);
+  const plotHeight = height - pad.top - pad.bottom;
+  const centre = (i) => pad.left + i * slot + slot / 2;
+  return {
+    width,
+    height,
+    pad,
+    ticks,
+    plotHeight,
+    centre,
+    barWidth: Math.max(2, slot * 0.7),
+    yOf: (v) => pad.top + plotHeight - ratio(v, top) * plotHeight,
+    titleId: uid("chart"),
+    dayLabel: (label, i) =>
+      i % Math.ceil(labels.length / 7) === 0
+        ? h(
+            "text",
+            { x: centre(i).toFixed(1), y: height - 8, class: "axis", "text-anchor": "middle" },
+            label.slice(5),
+          )
+        : null,
+  };
+}
+
 export const STACK_SERIES = 6;
 
 /**
@@ -235,27 +259,10 @@ export const STACK_SERIES = 6;
  * STACK_SERIES of them (the caller folds the rest into one). With no value it says so.
  */
 export function stackedChart({ title, labels, series }) {
-  const width = 640;
-  const height = 200;
-  const pad = { top: 12, right: 8, bottom: 28, left: 72 };
   const totals = labels.map((_, i) => series.reduce((s, x) => s + BigInt(x.values[i]), 0n));
   const max = maxOf(totals);
-  if (max === 0n) {
-    return h(
-      "figure",
-      { class: "figure", "data-empty": "" },
-      h("figcaption", {}, title),
-      h("p", { class: "empty chart-empty" }, `No data for these ${labels.length} days yet.`),
-    );
-  }
-  const ticks = ticksFor(max);
-  const top = ticks[ticks.length - 1];
-  const slot = (width - pad.left - pad.right) / Math.max(1, labels.length);
-  const barWidth = Math.max(2, slot * 0.7);
-  const plotHeight = height - pad.top - pad.bottom;
-  const yOf = (v) => pad.top + plotHeight - ratio(v, top) * plotHeight;
-  const titleId = uid("chart");
-  const centre = (i) => pad.left + i * slot + slot / 2;
+  if (max === 0n) return noDays(title, labels);
+  const { width, height, pad, ticks, barWidth, yOf, titleId, centre, dayLabel } = dayFrame(labels, max);
   const marks = labels.map((label, i) => {
     let below = 0n;
     const parts = series.map((s, k) => {
@@ -282,13 +289,7 @@ export function stackedChart({ title, labels, series }) {
       { class: "mark", "data-day": label },
       parts,
       h("title", {}, `${label}: ${totals[i]}${words ? ` (${words})` : ""}`),
-      i % Math.ceil(labels.length / 7) === 0
-        ? h(
-            "text",
-            { x: centre(i).toFixed(1), y: height - 8, class: "axis", "text-anchor": "middle" },
-            label.slice(5),
-          )
-        : null,
+      dayLabel(label, i),
     );
   });
   const svg = h(
