@@ -10,6 +10,8 @@ import { openPostgres } from "../src/db/postgres.ts";
 import { localIssuer } from "../src/identity/tokens.ts";
 import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
 import { creditDeposit, type Reservation, reserveMany } from "../src/ledger/ledger.ts";
+import { type RefusalRecorder, refusalRecorder } from "../src/refusals/recorder.ts";
+import { forgetOldRefusals } from "../src/retention/refusals.ts";
 import { forgetExpiredReplays } from "../src/retention/replays.ts";
 import { startChain } from "../test/support/chain/anvil.ts";
 import { startPgCluster } from "../test/support/pg-cluster.ts";
@@ -29,9 +31,14 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * Nothing vacuums or analyzes by hand: autovacuum alone has run when the reads are timed and the
  * sizes taken. It times the overview, events (first page, a deep offset, a cursor deep in the
  * history, a sender filter, one day 60 days back, from yesterday on), the per-day figures, the top
- * senders, parity and the multi-project parity report, and prints a table with the sizes, the
+ * senders, parity and the multi-project parity report, the refusal log (its latest page, a code
+ * filter, one day back in its retention, the counts per day and code over 90 days), and prints a table with the sizes, the
  * bytes per operation, the updates that stayed HOT and the dead rows autovacuum had not yet
  * reclaimed. A benchmark: it measures and asserts nothing.
+ *
+ * Refusals are seeded beside the operations, one for every REFUSAL_EVERY operations, through the
+ * service's refusal recorder (counts exact, details sampled at REFUSAL_DETAIL_PER_MINUTE of
+ * simulated time) and its retention (REFUSAL_RETENTION_DAYS of details).
  *
  * Knobs: SCALE_OPS (10,000,000), SCALE_BATCH (50 reservations per call, one block of settlements),
  * SCALE_RUNS (20 timed requests per read), SCALE_PROJECTS (20 more small projects in the parity
@@ -48,6 +55,11 @@ const SENDERS = 50_000;
 const TARGETS = 8;
 const HISTORY_DAYS = 90;
 const SELECTOR = "0xa0712d68";
+/** One refusal seeded for every this many operations (10 %), cycling through these codes. */
+const REFUSAL_EVERY = 10;
+const REFUSAL_CODES = ["not_allowlisted", "sender_blocked", "insufficient_balance", "daily_cap_exceeded"];
+const REFUSAL_DETAIL_PER_MINUTE = 20;
+const REFUSAL_RETENTION_DAYS = 14;
 const PAYMASTER = "0x00000000000000000000000000000000000000aa";
 const MAX_COST = 300_000_000_000_000n;
 // Operations after the checkpoint: the most a parity read meets before the next checkpoint.
@@ -146,6 +158,16 @@ async function main() {
       ["top senders by cost", `/projects/${projectId}/analytics/senders?by=cost&limit=10`],
       ["parity, one project", `/projects/${projectId}/funds/parity`],
       [`parity report, ${extraProjects + 1} projects`, "/projects/funds/parity-report"],
+      ["refusals, latest page (50)", `/projects/${projectId}/refusals?limit=50`],
+      ["refusals, code filter", `/projects/${projectId}/refusals?limit=50&code=sender_blocked`],
+      [
+        "refusals, one day 10 days back",
+        `/projects/${projectId}/refusals?limit=50&from=${dayOf(-10)}T00:00:00Z&to=${dayOf(-9)}T00:00:00Z`,
+      ],
+      [
+        "refusal counts, 90 days",
+        `/projects/${projectId}/analytics/refusals?from=${dayOf(-89)}&to=${dayOf(0)}`,
+      ],
     ];
     const rows: string[][] = [];
     for (const [name, path] of reads) rows.push([name, ...(await time(service.baseUrl, token, path))]);
@@ -204,11 +226,15 @@ async function seed(db: Db, projectId: string, runId: string) {
   const firstMs = nowMs - HISTORY_DAYS * 86_400_000;
   const stepMs = (HISTORY_DAYS * 86_400_000) / ops;
   const clock = { retainedAtMs: firstMs };
+  const refusals = refusalRecorder(db, {
+    flushIntervalMs: 3_600_000,
+    detailPerMinute: REFUSAL_DETAIL_PER_MINUTE,
+  });
   const main = ops - TAIL_OPS;
   let reported = 0;
   for (let from = 1; from <= main; from += batch) {
     const to = Math.min(main, from + batch - 1);
-    await lifecycleStep(db, projectId, runId, from, to, firstMs + from * stepMs, clock);
+    await lifecycleStep(db, projectId, runId, from, to, firstMs + from * stepMs, clock, refusals);
     if (process.stdout.isTTY && to - reported >= 10_000) {
       reported = to;
       process.stdout.write(`\rseeded ${to.toLocaleString("en")} operations`);
@@ -219,12 +245,13 @@ async function seed(db: Db, projectId: string, runId: string) {
   const checkpointMs = Date.now() - checkpointStarted;
   for (let from = main + 1; from <= ops; from += batch) {
     const to = Math.min(ops, from + batch - 1);
-    await lifecycleStep(db, projectId, runId, from, to, firstMs + from * stepMs, clock);
+    await lifecycleStep(db, projectId, runId, from, to, firstMs + from * stepMs, clock, refusals);
   }
+  await refusals.stop();
   // The operations of the last 24 hours are settled but keep their replays, as they would.
   await retention(db, nowMs, clock);
   console.log(
-    `\rseeded ${ops.toLocaleString("en")} operations in ${((Date.now() - started) / 1000).toFixed(0)} s: reservations ${(phases.reserve / 1000).toFixed(0)} s, settlements ${(phases.settle / 1000).toFixed(0)} s, retention ${(phases.retention / 1000).toFixed(0)} s (first checkpoint ${checkpointMs} ms)`,
+    `\rseeded ${ops.toLocaleString("en")} operations in ${((Date.now() - started) / 1000).toFixed(0)} s: reservations ${(phases.reserve / 1000).toFixed(0)} s, settlements ${(phases.settle / 1000).toFixed(0)} s, refusals ${(phases.refusals / 1000).toFixed(0)} s, retention ${(phases.retention / 1000).toFixed(0)} s (first checkpoint ${checkpointMs} ms)`,
   );
   return { nowMs };
 }
@@ -236,6 +263,7 @@ async function retention(db: Db, atMs: number, clock: { retainedAtMs: number }) 
   if (atMs - clock.retainedAtMs < RETENTION_EVERY_MS) return;
   clock.retainedAtMs = atMs;
   while ((await forgetExpiredReplays(db, atMs, RETENTION_BATCH)) === RETENTION_BATCH) {}
+  while ((await forgetOldRefusals(db, atMs, REFUSAL_RETENTION_DAYS, RETENTION_BATCH)) === RETENTION_BATCH) {}
 }
 
 async function lifecycleStep(
@@ -246,8 +274,29 @@ async function lifecycleStep(
   to: number,
   atMs: number,
   clock: { retainedAtMs: number },
+  refusals: RefusalRecorder,
 ) {
   const atSec = Math.floor(atMs / 1000);
+  for (let g = from; g <= to; g++) {
+    if (g % REFUSAL_EVERY !== 0) continue;
+    const code = REFUSAL_CODES[(g / REFUSAL_EVERY) % REFUSAL_CODES.length]!;
+    refusals.record({
+      projectId,
+      atMs,
+      code,
+      status: code === "insufficient_balance" ? 402 : code === "daily_cap_exceeded" ? 429 : 403,
+      rpcCode: null,
+      route: "/sponsor/authorize",
+      apiKeyId: null,
+      sender: senderOf(g),
+      target: targetOf(g + 1),
+      selector: SELECTOR,
+      chainId: 14601,
+      estimatedGas: "150000",
+      ruleId: null,
+      requestId: `req-${g}`,
+    });
+  }
   const items: Reservation[] = [];
   for (let g = from; g <= to; g++) {
     const authId = `0x${hex32(`a${runId}${g}`)}`;
@@ -287,12 +336,16 @@ async function lifecycleStep(
   await settleBlock(db, projectId, from, to, atMs + 30_000);
   phases.settle += performance.now() - t0;
   t0 = performance.now();
+  // The service flushes about once a second, a few batches of operations at production's pace.
+  await refusals.flush();
+  phases.refusals += performance.now() - t0;
+  t0 = performance.now();
   await retention(db, atMs, clock);
   phases.retention += performance.now() - t0;
 }
 
 /** Where the seeding's time went (ms), printed with its total. */
-const phases = { reserve: 0, settle: 0, retention: 0 };
+const phases = { reserve: 0, settle: 0, refusals: 0, retention: 0 };
 
 /** One block's settlements, with the same row writes as recordOperation and billOperation. */
 async function settleBlock(db: Db, projectId: string, from: number, to: number, atMs: number) {
@@ -384,8 +437,14 @@ async function measureSizes(db: Db) {
      FROM pg_stat_user_tables WHERE relname = ANY($1::text[]) AND n_tup_upd + n_tup_del > 0 ORDER BY relname`,
     [RELATIONS],
   );
+  // The refusal log is bounded by its retention, not by the operations: its size apart.
+  const [refusalLog] = await db.query<{ details: string; days: string; bytes: string }>(
+    `SELECT (SELECT count(*) FROM refusals)::text AS details, (SELECT count(*) FROM refusal_days)::text AS days,
+       (pg_total_relation_size('refusals') + pg_total_relation_size('refusal_days'))::text AS bytes`,
+  );
   return {
     bytes,
+    refusalLog: refusalLog!,
     databaseBytes: Number(database!.n),
     byRelation: byRelation.map((x) => [x.r, Number(x.n)] as const),
     stats,
@@ -446,6 +505,9 @@ function printTable(rows: string[][], sizes: Awaited<ReturnType<typeof measureSi
   );
   console.log(
     `  of which, per operation: ${sizes.byRelation.map(([r, n]) => `${r} ${(n / ops).toFixed(0)}`).join(", ")}`,
+  );
+  console.log(
+    `refusal log: ${sizes.refusalLog.details} detailed refusals (${REFUSAL_RETENTION_DAYS} days kept, ${REFUSAL_DETAIL_PER_MINUTE} a minute at most), ${sizes.refusalLog.days} daily counts, ${mb(Number(sizes.refusalLog.bytes))}`,
   );
   console.log("| table | updates | of them HOT | deletes | dead rows left | live rows | autovacuum runs |");
   console.log("|---|---:|---:|---:|---:|---:|---:|");

@@ -13,10 +13,21 @@
 // contract artifacts, dist/server.js, fixtures) resolve as they do uncompiled. Stack traces map
 // back to the TypeScript through the bundles' source maps.
 //
+// Each file runs in a process of its own (node --test with the spec reporter), TEST_CONCURRENCY at
+// a time, longest first by the last recorded timings (test/timings.json): with two at once, a long
+// file started last would leave one core idle at the end. A file's output is printed whole when
+// it ends, headed by its name and wall time, so two files' lines never interleave; a file that
+// runs past TEST_FILE_TIMEOUT_MS is stopped and what it printed is shown. The run ends with the
+// totals and the slowest files.
+//
 //   node scripts/run-tests.mjs [files…]
-//   TEST_CONCURRENCY=n   test files run at once (default 2)
-import { spawnSync } from "node:child_process";
-import { readdirSync, rmSync } from "node:fs";
+//   TEST_CONCURRENCY=n      test files run at once (default 2)
+//   TEST_FILE_TIMEOUT_MS=n  longest a file may run (default 15 minutes)
+//   TEST_TIMINGS_SAVE=1     after a run of every file, write its timings to test/timings.json
+//   TEST_SCOPE=store        only the files whose outcome the store can change (CI's second pass;
+//                           see storeDependent below)
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -53,7 +64,8 @@ const only = process.argv.slice(2).map((f) => relative(ROOT, resolve(f)));
 const files = only.length > 0 ? only : [...find("src"), ...find("test")].sort();
 
 rmSync(OUT, { recursive: true, force: true });
-await build({
+const built = await build({
+  metafile: true,
   absWorkingDir: ROOT,
   entryPoints: files.map((f) => ({ in: f, out: f.replace(/\.ts$/, "") })),
   outdir: OUT,
@@ -69,24 +81,117 @@ await build({
 });
 
 // --expose-gc: test/webhooks-fairness.test.ts collects garbage mid-request to prove a delivery's
-// deadline survives it. The runner passes these flags on to each test file's process.
+// deadline survives it.
 // Two files at once: one file alone left a core idle much of the time (waiting on anvil, Alto,
 // child processes and timers; the embedded suite used 1.3 cores on average, the PostgreSQL one
 // 0.95). On the 2-core CI machine, quiet, measured the same hour: embedded 427 s → 294 s,
 // PostgreSQL + Redis 378 s → 222 s, with the same CPU time. Every file has its own database
 // schema or PGlite store, its own anvil and ports, and random project ids and keys on the
 // shared Redis, so files never meet.
-const concurrency = Number(process.env.TEST_CONCURRENCY ?? 2);
-const result = spawnSync(
-  process.execPath,
-  [
-    "--expose-gc",
-    "--enable-source-maps",
-    "--test",
-    `--test-concurrency=${concurrency}`,
-    "--test-reporter=spec",
-    ...files.map((f) => join(OUT, f.replace(/\.ts$/, ".mjs"))),
-  ],
-  { stdio: "inherit", cwd: ROOT },
+/**
+ * Whether a test file's outcome can depend on the store the run is given. A file that cannot read
+ * DATABASE_URL or REDIS_URL (no module in its bundle, packages aside, names either) runs the same
+ * on every store: the contract tests, the pure unit tests. A file may also say so itself, on its
+ * first line (`// test-scope: store-free — why`), when it only reads them to keep them from the
+ * processes it starts. CI runs every file in its embedded pass and, with TEST_SCOPE=store, only the
+ * store-dependent ones again on PostgreSQL + Redis: the rest would repeat the same run.
+ */
+function storeDependent(file) {
+  if (/^\/\/ test-scope: store-free\b/.test(readFileSync(join(ROOT, file), "utf8"))) return false;
+  const output = Object.values(built.metafile.outputs).find((o) => o.entryPoint === file);
+  if (!output) return true;
+  return Object.keys(output.inputs).some(
+    (input) =>
+      !input.includes("node_modules") &&
+      /DATABASE_URL|REDIS_URL/.test(readFileSync(join(ROOT, input), "utf8")),
+  );
+}
+
+const scope = process.env.TEST_SCOPE ?? "all";
+if (scope !== "all" && scope !== "store") {
+  console.error(`TEST_SCOPE must be "all" or "store", not ${JSON.stringify(scope)}`);
+  process.exit(2);
+}
+const storeFree = scope === "store" ? files.filter((f) => !storeDependent(f)) : [];
+const chosen = files.filter((f) => !storeFree.includes(f));
+if (storeFree.length > 0) {
+  console.log(
+    `TEST_SCOPE=store: ${storeFree.length} files that cannot reach the store are left to the embedded pass: ${storeFree.join(", ")}`,
+  );
+}
+
+const concurrency = Math.max(1, Number(process.env.TEST_CONCURRENCY ?? 2));
+const fileTimeoutMs = Number(process.env.TEST_FILE_TIMEOUT_MS ?? 15 * 60_000);
+const TIMINGS = join(ROOT, "test", "timings.json");
+const known = existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : {};
+// Longest first; a file with no recorded time counts as long (it may be a new slow one).
+const queue = [...chosen].sort((a, b) => (known[b] ?? 60_000) - (known[a] ?? 60_000));
+
+const totals = { tests: 0, pass: 0, fail: 0, cancelled: 0, skipped: 0, todo: 0 };
+const timings = {};
+const failed = [];
+const started = Date.now();
+
+function runFile(file) {
+  return new Promise((done) => {
+    const t0 = Date.now();
+    const child = spawn(
+      process.execPath,
+      [
+        "--expose-gc",
+        "--enable-source-maps",
+        "--test",
+        "--test-reporter=spec",
+        join(OUT, file.replace(/\.ts$/, ".mjs")),
+      ],
+      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const chunks = [];
+    child.stdout.on("data", (c) => chunks.push(c));
+    child.stderr.on("data", (c) => chunks.push(c));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGKILL");
+    }, fileTimeoutMs);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      const ms = Date.now() - t0;
+      timings[file] = ms;
+      const text = Buffer.concat(chunks).toString("utf8");
+      for (const key of Object.keys(totals)) {
+        const m = new RegExp(`^ℹ ${key} (\\d+)$`, "m").exec(text);
+        if (m) totals[key] += Number(m[1]);
+      }
+      const ok = code === 0 && !timedOut;
+      if (!ok) failed.push(file);
+      const why = timedOut ? `, stopped after ${fileTimeoutMs} ms` : ok ? "" : `, exit ${code ?? signal}`;
+      process.stdout.write(`\n── ${file} (${(ms / 1000).toFixed(1)} s${why})\n${text}`);
+      done();
+    });
+  });
+}
+
+async function worker() {
+  for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file);
+}
+
+await Promise.all(Array.from({ length: Math.min(concurrency, chosen.length) }, worker));
+
+const wall = ((Date.now() - started) / 1000).toFixed(0);
+console.log(
+  `\n${chosen.length} files in ${wall} s, ${concurrency} at once: ${totals.tests} tests, ${totals.pass} passed, ${totals.fail} failed, ${totals.cancelled} cancelled, ${totals.skipped} skipped, ${totals.todo} todo`,
 );
-process.exit(result.status ?? 1);
+if (chosen.length > 1) {
+  console.log("slowest files:");
+  for (const [file, ms] of Object.entries(timings)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 10))
+    console.log(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${file}`);
+}
+if (failed.length > 0) console.log(`failed: ${failed.join(", ")}`);
+if (process.env.TEST_TIMINGS_SAVE === "1" && only.length === 0 && scope === "all") {
+  const sorted = Object.fromEntries(Object.entries(timings).sort((a, b) => a[0].localeCompare(b[0])));
+  writeFileSync(TIMINGS, `${JSON.stringify(sorted, null, 2)}\n`);
+}
+process.exit(failed.length > 0 ? 1 : 0);

@@ -1,3 +1,4 @@
+// test-scope: store-free — the CLI reads only the settings each test gives it, never the run's store.
 /**
  * The operator CLI (`npm run paymaster -- …`) end to end: each command runs as a child process
  * (the compiled entry point, dist/operator/main.js) against anvil with the real EntryPoints v0.7 and v0.8, and the

@@ -116,6 +116,7 @@ export async function launchBrowser(baseUrl: string): Promise<Browser> {
 
 /** Saves a full-page screenshot as test-artifacts/dashboard/<name>.png. */
 export async function screenshot(page: Page, name: string): Promise<void> {
+  if (process.env.TEST_SCREENSHOTS === "0") return;
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
 }
