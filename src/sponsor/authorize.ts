@@ -200,8 +200,14 @@ export function callReservation(
   nowMs: number,
   ids: Pick<Reservation, "authId" | "clientNonce" | "requestDigest" | "response">,
 ): Reservation {
+  // Every field named, in one order: the object has one shape on the hot path. The spread of
+  // `ids` it replaces was 2.5 % of the service's CPU samples under the bench (self time); the
+  // throughput change is within the machine's noise (bench/results-2026-11-27-call-reservation.txt).
   return {
-    ...ids,
+    authId: ids.authId,
+    clientNonce: ids.clientNonce,
+    requestDigest: ids.requestDigest,
+    response: ids.response,
     projectId: req.projectId,
     apiKeyId: req.apiKeyId,
     chainId: req.chainId,
