@@ -7,6 +7,7 @@ import { generatePrivateKey } from "viem/accounts";
 import { encodeCursor } from "../src/analytics/store.ts";
 import type { Db } from "../src/db/db.ts";
 import { openPostgres } from "../src/db/postgres.ts";
+import { type ErrorCode, statusOf } from "../src/http/catalogue.ts";
 import { localIssuer } from "../src/identity/tokens.ts";
 import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
 import { creditDeposit, type Reservation, reserveMany } from "../src/ledger/ledger.ts";
@@ -57,7 +58,12 @@ const HISTORY_DAYS = 90;
 const SELECTOR = "0xa0712d68";
 /** One refusal seeded for every this many operations (10 %), cycling through these codes. */
 const REFUSAL_EVERY = 10;
-const REFUSAL_CODES = ["not_allowlisted", "sender_blocked", "insufficient_balance", "daily_cap_exceeded"];
+const REFUSAL_CODES: ErrorCode[] = [
+  "not_allowlisted",
+  "sender_blocked",
+  "insufficient_balance",
+  "daily_cap_exceeded",
+];
 const REFUSAL_DETAIL_PER_MINUTE = 20;
 const REFUSAL_RETENTION_DAYS = 14;
 const PAYMASTER = "0x00000000000000000000000000000000000000aa";
@@ -284,7 +290,7 @@ async function lifecycleStep(
       projectId,
       atMs,
       code,
-      status: code === "insufficient_balance" ? 402 : code === "daily_cap_exceeded" ? 429 : 403,
+      status: statusOf(code),
       rpcCode: null,
       route: "/sponsor/authorize",
       apiKeyId: null,

@@ -100,11 +100,18 @@ function storeDependent(file) {
   if (/^\/\/ test-scope: store-free\b/.test(readFileSync(join(ROOT, file), "utf8"))) return false;
   const output = Object.values(built.metafile.outputs).find((o) => o.entryPoint === file);
   if (!output) return true;
-  return Object.keys(output.inputs).some(
-    (input) =>
-      !input.includes("node_modules") &&
-      /DATABASE_URL|REDIS_URL/.test(readFileSync(join(ROOT, input), "utf8")),
-  );
+  return Object.keys(output.inputs).some((input) => !input.includes("node_modules") && namesStore(input));
+}
+
+/** Whether a source file names DATABASE_URL or REDIS_URL; each file is read once, however many bundles share it. */
+const storeNamed = new Map();
+function namesStore(input) {
+  let named = storeNamed.get(input);
+  if (named === undefined) {
+    named = /DATABASE_URL|REDIS_URL/.test(readFileSync(join(ROOT, input), "utf8"));
+    storeNamed.set(input, named);
+  }
+  return named;
 }
 
 const scope = process.env.TEST_SCOPE ?? "all";
