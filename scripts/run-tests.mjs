@@ -26,6 +26,9 @@
 //   TEST_TIMINGS_SAVE=1     after a run of every file, write its timings to test/timings.json
 //   TEST_SCOPE=store        only the files whose outcome the store can change (CI's second pass;
 //                           see storeDependent below)
+//   TEST_CPU=1              also measure each file's CPU time (its process and every process it
+//                           started and waited for: anvil, Alto, Chromium), print it beside the
+//                           wall time and list the files that cost the most CPU
 import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -134,6 +137,10 @@ const known = existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : 
 // Longest first; a file with no recorded time counts as long (it may be a new slow one).
 const queue = [...chosen].sort((a, b) => (known[b] ?? 60_000) - (known[a] ?? 60_000));
 
+const measureCpu = process.env.TEST_CPU === "1";
+const CPU_MARK = "\n@@test-cpu@@ ";
+const cpu = {};
+
 const totals = { tests: 0, pass: 0, fail: 0, cancelled: 0, skipped: 0, todo: 0 };
 const timings = {};
 const failed = [];
@@ -142,17 +149,25 @@ const started = Date.now();
 function runFile(file) {
   return new Promise((done) => {
     const t0 = Date.now();
-    const child = spawn(
-      process.execPath,
-      [
-        "--expose-gc",
-        "--enable-source-maps",
-        "--test",
-        "--test-reporter=spec",
-        join(OUT, file.replace(/\.ts$/, ".mjs")),
-      ],
-      { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] },
-    );
+    const args = [
+      "--expose-gc",
+      "--enable-source-maps",
+      "--test",
+      "--test-reporter=spec",
+      join(OUT, file.replace(/\.ts$/, ".mjs")),
+    ];
+    // With TEST_CPU=1 the file runs under a shell whose `times` builtin then reports the CPU of
+    // every process it waited for, descendants included (node has no rusage for a child).
+    const child = measureCpu
+      ? spawn(
+          "bash",
+          ["-c", `"$0" "$@"; rc=$?; echo "${CPU_MARK}" >&2; times >&2; exit $rc`, process.execPath, ...args],
+          {
+            cwd: ROOT,
+            stdio: ["ignore", "pipe", "pipe"],
+          },
+        )
+      : spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
     const chunks = [];
     child.stdout.on("data", (c) => chunks.push(c));
     child.stderr.on("data", (c) => chunks.push(c));
@@ -165,7 +180,25 @@ function runFile(file) {
       clearTimeout(timer);
       const ms = Date.now() - t0;
       timings[file] = ms;
-      const text = Buffer.concat(chunks).toString("utf8");
+      let text = Buffer.concat(chunks).toString("utf8");
+      let cpuNote = "";
+      if (measureCpu) {
+        const mark = text.lastIndexOf(CPU_MARK);
+        if (mark >= 0) {
+          // `times` prints the shell's own user and system time, then its children's.
+          const seconds = [
+            ...text
+              .slice(mark + CPU_MARK.length)
+              .trim()
+              .split("\n")
+              .at(-1)
+              .matchAll(/(\d+)m([\d.]+)s/g),
+          ].map((m) => Number(m[1]) * 60 + Number(m[2]));
+          cpu[file] = seconds.reduce((a, b) => a + b, 0);
+          cpuNote = `, ${cpu[file].toFixed(1)} s CPU`;
+          text = text.slice(0, mark);
+        }
+      }
       for (const key of Object.keys(totals)) {
         const m = new RegExp(`^ℹ ${key} (\\d+)$`, "m").exec(text);
         if (m) totals[key] += Number(m[1]);
@@ -173,7 +206,7 @@ function runFile(file) {
       const ok = code === 0 && !timedOut;
       if (!ok) failed.push(file);
       const why = timedOut ? `, stopped after ${fileTimeoutMs} ms` : ok ? "" : `, exit ${code ?? signal}`;
-      process.stdout.write(`\n── ${file} (${(ms / 1000).toFixed(1)} s${why})\n${text}`);
+      process.stdout.write(`\n── ${file} (${(ms / 1000).toFixed(1)} s${cpuNote}${why})\n${text}`);
       done();
     });
   });
@@ -195,6 +228,14 @@ if (chosen.length > 1) {
     .sort((a, b) => b[1] - a[1])
     .slice(0, 10))
     console.log(`  ${(ms / 1000).toFixed(1).padStart(6)} s  ${file}`);
+}
+if (measureCpu && chosen.length > 1) {
+  const total = Object.values(cpu).reduce((a, b) => a + b, 0);
+  console.log(`CPU: ${total.toFixed(0)} s in all; most CPU:`);
+  for (const [file, s] of Object.entries(cpu)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 25))
+    console.log(`  ${s.toFixed(1).padStart(6)} s  ${file}`);
 }
 if (failed.length > 0) console.log(`failed: ${failed.join(", ")}`);
 if (process.env.TEST_TIMINGS_SAVE === "1" && only.length === 0 && scope === "all") {
