@@ -26,6 +26,7 @@ import { devSignInRoutes } from "./identity/dev-signin.ts";
 import { stripUrlKey } from "./identity/url-key.ts";
 import { parityRoutes } from "./ledger/routes.ts";
 import { installRequestObservability, requestIdOf, trustProxyOption } from "./metrics/http.ts";
+import { lazyChildLogger } from "./metrics/request-logger.ts";
 import { orgRoutes } from "./orgs/routes.ts";
 import { policyRoutes } from "./policies/routes.ts";
 import { projectRoutes } from "./projects/routes.ts";
@@ -77,6 +78,8 @@ export async function buildApp({
     // One line per request at `info`, written by installRequestObservability (metrics/http.ts)
     // instead of Fastify's two; the arrival line only at `debug`.
     logController: new LogController({ disableRequestLogging: true }),
+    // A request's logger is a pino child only once something logs through it (request-logger.ts).
+    childLoggerFactory: lazyChildLogger,
     bodyLimit: BODY_LIMIT_BYTES,
     // The caller's x-request-id when it is safe to log (metrics/http.ts), a fresh UUID otherwise.
     genReqId: requestIdOf,

@@ -19,6 +19,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Metrics } from "./metrics.ts";
+import { infoWithBindings } from "./request-logger.ts";
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -87,8 +88,9 @@ export function installRequestObservability(app: FastifyInstance, metrics: Metri
     const route = request.routeOptions.url ?? "unmatched";
     const method = METHODS.has(request.method) ? request.method : "other";
     const code = request.errorCode;
-    bindCaller(request, reply, { route, ...(code ? { code } : {}) });
-    reply.log.info(
+    infoWithBindings(
+      reply.log,
+      callerBindings(request, { route, ...(code ? { code } : {}) }),
       { req: request, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime },
       "request completed",
     );
@@ -108,6 +110,18 @@ export function installRequestObservability(app: FastifyInstance, metrics: Metri
 
 /** Adds the caller (once) and `extra` to the request's and the reply's loggers. */
 function bindCaller(request: FastifyRequest, reply: FastifyReply, extra: Record<string, string>): void {
+  const bindings = callerBindings(request, extra);
+  if (Object.keys(bindings).length === 0) return;
+  const log = request.log.child(bindings);
+  request.log = log;
+  reply.log = log;
+}
+
+/** `extra`, with the caller when the request's logger does not carry it yet (then it does). */
+function callerBindings(
+  request: FastifyRequest,
+  extra: Record<string, string>,
+): Record<string, string | number> {
   const bindings: Record<string, string | number> = { ...extra };
   if (!request.callerLogged) {
     const principal = request.principal;
@@ -126,10 +140,7 @@ function bindCaller(request: FastifyRequest, reply: FastifyReply, extra: Record<
     }
     request.callerLogged = principal !== null && principal !== undefined;
   }
-  if (Object.keys(bindings).length === 0) return;
-  const log = request.log.child(bindings);
-  request.log = log;
-  reply.log = log;
+  return bindings;
 }
 
 /**
