@@ -354,6 +354,60 @@ describe("event webhooks", () => {
   });
 });
 
+describe("recording attempts", () => {
+  it("attempts that end together are recorded in one statement, each delivery with its own outcome", async () => {
+    const p = await project();
+    const receiver = await startReceiver({ hold: true });
+    // Counts the statements that record attempts, on the same database (a view of t.db, not a stand-in).
+    let records = 0;
+    const counted = Object.create(t.db) as typeof t.db;
+    counted.query = (sql, params) => {
+      if (sql.includes("INSERT INTO webhook_attempts")) records++;
+      return t.db.query(sql, params);
+    };
+    const own = webhookWorker(counted, {
+      // The refused ones are retried a minute later: after this test.
+      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 8 },
+      timeoutMs: 5000,
+      pollIntervalMs: 50,
+      caps: { perEndpoint: 8, perProject: 8 },
+      keyring: t.services.keyring,
+    });
+    try {
+      await addEndpoint(p, receiver.url, ["deposit.credited"]);
+      for (let i = 0; i < 8; i++) {
+        await creditDeposit(t.db, {
+          projectId: p.projectId,
+          reference: `14601:0xbatch${i}:0`,
+          amountWei: 1n,
+        });
+      }
+      const drained = own.drain();
+      await receiver.waitFor(8);
+      // Half are accepted and half refused, all answered at once.
+      const held = receiver.held.splice(0);
+      for (const [i, res] of held.entries()) res.writeHead(i % 2 === 0 ? 200 : 500).end("{}");
+      await drained;
+      const rows = await t.db.query<{ status: string; attempts: number; logged: number; code: number }>(
+        `SELECT d.status, d.attempts, d.last_status_code AS code,
+           (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.id) AS logged
+         FROM webhook_deliveries d JOIN event_outbox e ON e.id = d.event_id WHERE e.project_id = $1`,
+        [p.projectId],
+      );
+      assert.equal(rows.length, 8);
+      assert.deepEqual(rows.map((r) => `${r.code} ${r.status} ${r.attempts} ${r.logged}`).sort(), [
+        ...Array(4).fill("200 succeeded 1 1"),
+        ...Array(4).fill("500 pending 1 1"),
+      ]);
+      assert.ok(records < 8, `8 attempts recorded in ${records} statements`);
+    } finally {
+      receiver.releaseHeld(200);
+      await own.stop();
+      await receiver.close();
+    }
+  });
+});
+
 describe("webhook management", () => {
   it("validates URLs and event types, bounds the endpoints, and lets only admins change them", async () => {
     const p = await project();

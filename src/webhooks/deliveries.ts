@@ -220,33 +220,50 @@ export interface AttemptResult {
 }
 
 /**
- * Records an attempt and moves the delivery on, in one statement (atomic without a transaction of
- * its own: one round trip instead of four). A delivery that was redelivered or claimed anew
- * meanwhile (its attempt counter moved) keeps its new state; the attempt is logged all the same.
- * Resolves to whether the delivery took the state `r.next` asked for.
+ * Records attempts and moves their deliveries on, in one statement (atomic without a transaction
+ * of its own). A delivery that was redelivered or claimed anew meanwhile (its attempt counter
+ * moved) keeps its new state; its attempt is logged all the same. Answers, for each item in
+ * order, whether its delivery took the state `result.next` asked for. The worker records through
+ * a batcher (worker.ts): attempts that end while one record is on its way go together in the
+ * next, one commit for all of them instead of one per delivered event.
  */
-export async function recordAttempt(
+export async function recordAttempts(
   db: Queryable,
-  delivery: { id: number; attempt: number },
-  r: AttemptResult,
-): Promise<boolean> {
-  const status = r.next.kind === "retry" ? "pending" : r.next.kind;
-  const delayMs = r.next.kind === "retry" ? r.next.delayMs : null;
-  const [row] = await db.query<{ moved: boolean }>(
-    `WITH moved AS (
-       UPDATE webhook_deliveries SET status = $3, last_status_code = $4, last_error = $5,
-         next_attempt_at = CASE WHEN $6::bigint IS NULL THEN next_attempt_at
-           ELSE now() + make_interval(secs => $6::double precision / 1000) END,
-         completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE now() END
-       WHERE id = $1 AND attempts = $2 AND status = 'pending'
-       RETURNING CASE WHEN status = 'pending' THEN next_attempt_at END AS next_at),
+  items: { delivery: { id: number; attempt: number }; result: AttemptResult }[],
+): Promise<boolean[]> {
+  const column = <T>(f: (item: (typeof items)[number]) => T) => items.map(f);
+  const rows = await db.query<{ ord: string; moved: boolean }>(
+    `WITH input AS (
+       SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::bigint[],
+           $7::timestamptz[], $8::int[])
+         WITH ORDINALITY AS i (id, attempt, status, status_code, error, delay_ms, started_at, latency_ms, ord)),
+     moved AS (
+       UPDATE webhook_deliveries d SET status = i.status, last_status_code = i.status_code,
+         last_error = i.error,
+         next_attempt_at = CASE WHEN i.delay_ms IS NULL THEN d.next_attempt_at
+           ELSE now() + make_interval(secs => i.delay_ms::double precision / 1000) END,
+         completed_at = CASE WHEN i.status = 'pending' THEN NULL ELSE now() END
+       FROM input i
+       WHERE d.id = i.id AND d.attempts = i.attempt AND d.status = 'pending'
+       RETURNING d.id, CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_at),
      logged AS (
        INSERT INTO webhook_attempts (delivery_id, attempt, started_at, latency_ms, status_code, error, next_attempt_at)
-       VALUES ($1, $2, $7, $8, $4, $5, (SELECT next_at FROM moved)))
-     SELECT EXISTS (SELECT 1 FROM moved) AS moved`,
-    [delivery.id, delivery.attempt, status, r.statusCode, r.error, delayMs, r.startedAt, r.latencyMs],
+       SELECT i.id, i.attempt, i.started_at, i.latency_ms, i.status_code, i.error, m.next_at
+         FROM input i LEFT JOIN moved m ON m.id = i.id ORDER BY i.ord)
+     SELECT i.ord::text AS ord, m.id IS NOT NULL AS moved FROM input i LEFT JOIN moved m ON m.id = i.id
+     ORDER BY i.ord`,
+    [
+      column((x) => x.delivery.id),
+      column((x) => x.delivery.attempt),
+      column((x) => (x.result.next.kind === "retry" ? "pending" : x.result.next.kind)),
+      column((x) => x.result.statusCode),
+      column((x) => x.result.error),
+      column((x) => (x.result.next.kind === "retry" ? x.result.next.delayMs : null)),
+      column((x) => x.result.startedAt),
+      column((x) => x.result.latencyMs),
+    ],
   );
-  return row?.moved === true;
+  return rows.map((r) => r.moved);
 }
 
 /**

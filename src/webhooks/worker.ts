@@ -11,17 +11,19 @@
  * outage takes at most `perProject` slots and the others keep flowing.
  */
 
+import { batchPerKey } from "../batching.ts";
 import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
 import type { Db } from "../db/db.ts";
 import type { Metrics, WebhookAttemptOutcome } from "../metrics/metrics.ts";
 import type { Keyring } from "../secrets/envelope.ts";
 import { deadline } from "./deadline.ts";
 import {
+  type AttemptResult,
   type ClaimedDelivery,
   claimDue,
   type InFlight,
   type InFlightCaps,
-  recordAttempt,
+  recordAttempts,
   releaseClaim,
 } from "./deliveries.ts";
 import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
@@ -118,6 +120,12 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
 
 /** One attempt of a claimed delivery: the signed POST under its deadline, then its record. */
 function attempter(db: Db, options: WorkerOptions) {
+  // Attempts that end while one record is on its way are recorded together in the next statement.
+  const recordBatch = batchPerKey((_: "attempts", items: Parameters<typeof recordAttempts>[1]) =>
+    recordAttempts(db, items),
+  );
+  const record = (delivery: ClaimedDelivery, result: AttemptResult) =>
+    recordBatch("attempts", { delivery, result });
   const random = options.random ?? Math.random;
   const now = options.now ?? Date.now;
   const send: WebhookFetch = options.fetch ?? ((url, init) => fetch(url, init));
@@ -134,7 +142,7 @@ function attempter(db: Db, options: WorkerOptions) {
         ? { kind: "retry" as const, delayMs: after.delayMs }
         : { kind: "failed" as const };
     const startedAt = new Date(now());
-    const recorded = await recordAttempt(db, d, { startedAt, latencyMs: 0, statusCode: null, error, next });
+    const recorded = await record(d, { startedAt, latencyMs: 0, statusCode: null, error, next });
     if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
     log?.error(
       {
@@ -190,7 +198,7 @@ function attempter(db: Db, options: WorkerOptions) {
         : after.kind === "retry"
           ? ({ kind: "retry", delayMs: after.delayMs } as const)
           : ({ kind: "failed" } as const);
-    const recorded = await recordAttempt(db, d, { startedAt, latencyMs, statusCode, error, next });
+    const recorded = await record(d, { startedAt, latencyMs, statusCode, error, next });
     // Counted only when the delivery really ended failed (not when redelivered meanwhile).
     if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
     if (next.kind === "failed") {
