@@ -27,7 +27,7 @@ import { secretsKeyring } from "./secrets/keyring.ts";
 import { createSigner } from "./sponsor/signer.ts";
 import { approvalGate } from "./webhooks/approval.ts";
 import { countPending } from "./webhooks/deliveries.ts";
-import { webhookFetch } from "./webhooks/egress.ts";
+import { webhookSender } from "./webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "./webhooks/worker.ts";
 
 export const VERSION: string = JSON.parse(
@@ -109,7 +109,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
   metrics.feeAgesFrom(() =>
     served.map(({ chainId }) => ({ chainId, ageSec: readingAgeSec(feeOracle.current(chainId), now()) })),
   );
-  const egress = webhookFetch(config.webhookPrivateTargets);
+  const egress = webhookSender(config.webhookPrivateTargets);
   const senderCode = overrides.senderCode ?? senderCodeResolverFor(config, now, metrics);
   const services: Services = {
     version: VERSION,
@@ -129,7 +129,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     senderCode,
     readiness,
     metrics,
-    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, fetch: egress, metrics, keyring }),
+    approvals: approvalGate({ db, cacheTtlMs: config.keyCacheTtlMs, now, send: egress, metrics, keyring }),
     refusals: refusalRecorder(db, {
       flushIntervalMs: config.refusalFlushMs,
       detailPerMinute: config.refusalDetailPerMinute,
@@ -151,7 +151,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
       perEndpoint: config.webhookMaxInFlightPerEndpoint,
       perProject: config.webhookMaxInFlightPerProject,
     },
-    fetch: egress,
+    send: egress,
     metrics,
     keyring,
   });

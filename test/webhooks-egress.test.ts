@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../src/config.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
-import { guardedLookup, isPublicAddress, refusedTarget, webhookFetch } from "../src/webhooks/egress.ts";
+import { guardedLookup, isPublicAddress, refusedTarget, webhookSender } from "../src/webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
 import { type Receiver, startReceiver } from "./support/receiver.ts";
@@ -110,7 +110,7 @@ describe("WEBHOOK_PRIVATE_TARGETS=refuse", () => {
       retry: { baseDelayMs: 10, maxDelayMs: 10, maxAttempts: 1 },
       timeoutMs: 1_000,
       pollIntervalMs: 50,
-      fetch: webhookFetch("refuse"),
+      send: webhookSender("refuse"),
       keyring: strict.services.keyring,
     });
   });
@@ -215,17 +215,18 @@ describe("WEBHOOK_PRIVATE_TARGETS=refuse", () => {
   });
 
   it("the guarded path delivers to an address it allows (the same agent, widened to 127.0.0.1)", async () => {
-    const send = webhookFetch("refuse", (a) => a === "127.0.0.1");
+    const send = webhookSender("refuse", (a) => a === "127.0.0.1");
+    const signal = new AbortController().signal;
     const res = await send(receiver.url, {
-      method: "POST",
       body: "{}",
       headers: { "content-type": "application/json" },
+      signal,
     });
     assert.equal(res.status, 200);
-    await res.body?.cancel();
+    await res.discard();
     assert.equal(receiver.received.length, 1);
     await assert.rejects(
-      send(receiver.url.replace("127.0.0.1", "localhost"), { method: "POST", body: "{}" }),
+      send(receiver.url.replace("127.0.0.1", "localhost"), { body: "{}", headers: {}, signal }),
       (e: Error) => [e.name, (e.cause as Error | undefined)?.name].includes("PrivateTargetRefused"),
     );
   });

@@ -11,7 +11,7 @@ import {
   PENDING_SAMPLE_MAX_AGE_MS,
   WEBHOOK_ATTEMPT_OUTCOMES,
 } from "../src/metrics/metrics.ts";
-import { webhookFetch } from "../src/webhooks/egress.ts";
+import { webhookSender } from "../src/webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { authorizeMint, seedProject, startTestApp, type TestApp } from "./support/app.ts";
 import { parseExposition, type Sample } from "./support/prometheus.ts";
@@ -53,7 +53,7 @@ before(async () => {
     keyring: t.services.keyring,
   };
   worker = webhookWorker(t.db, options);
-  refusing = webhookWorker(t.db, { ...options, fetch: webhookFetch("refuse") });
+  refusing = webhookWorker(t.db, { ...options, send: webhookSender("refuse") });
 });
 after(async () => {
   await worker.stop();

@@ -17,7 +17,14 @@ import type { ErrorCode } from "../http/catalogue.ts";
 import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
 import type { Keyring } from "../secrets/envelope.ts";
 import { deadline } from "./deadline.ts";
-import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
+import {
+  NO_PUBLIC_ADDRESS,
+  noPublicAddress,
+  sendFailure,
+  type WebhookAnswer,
+  type WebhookSend,
+  webhookSender,
+} from "./egress.ts";
 import { signedHeaders } from "./signing.ts";
 import { type ApprovalSettings, approvalBinding, openSecret, readSettings } from "./store.ts";
 
@@ -52,13 +59,13 @@ export function approvalGate(deps: {
   cacheTtlMs: number;
   now: () => number;
   /** What the request is sent with (webhooks/egress.ts: the guard against private targets). */
-  fetch?: WebhookFetch;
+  send?: WebhookSend;
   /** Where calls are counted by result and timed; nothing is counted without it. */
   metrics?: Pick<Metrics, "approvalCall">;
   /** Opens the approval webhooks' signing secrets (stored sealed, webhooks/store.ts). */
   keyring: Keyring;
 }): ApprovalGate {
-  const send: WebhookFetch = deps.fetch ?? ((url, init) => fetch(url, init));
+  const send: WebhookSend = deps.send ?? webhookSender("allow");
   const cache = new Lru<string, { settings: ApprovalSettings | null; expiresAt: number }>(10_000);
   const settingsOf = async (projectId: string): Promise<ApprovalSettings | null> => {
     const t = deps.now();
@@ -172,7 +179,7 @@ function resultOf(answer: Answer): { answer: Answer; result: ApprovalCallResult 
 }
 
 async function ask(
-  send: WebhookFetch,
+  send: WebhookSend,
   settings: ApprovalSettings,
   secret: string,
   req: ApprovalRequest,
@@ -186,13 +193,11 @@ async function ask(
   const { signal, clear } = deadline(settings.timeoutMs);
   try {
     const res = await send(settings.url, {
-      method: "POST",
       headers: {
         ...signedHeaders([secret], id, Math.floor(nowMs / 1000), body),
         "user-agent": "gas-sponsorship-webhooks/1",
       },
       body,
-      redirect: "manual",
       signal,
     });
     return resultOf(parseAnswer(res.status, await readCapped(res, MAX_ANSWER_BYTES)));
@@ -216,14 +221,13 @@ function printable(text: string): string {
   return [...text].map((c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? " " : c)).join("");
 }
 
-async function readCapped(res: Response, maxBytes: number): Promise<string> {
-  if (!res.body) return "";
+async function readCapped(res: WebhookAnswer, maxBytes: number): Promise<string> {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+  for await (const chunk of res.body) {
     size += chunk.byteLength;
     if (size > maxBytes) {
-      await res.body.cancel().catch(() => {});
+      res.abandon();
       return "";
     }
     chunks.push(chunk);

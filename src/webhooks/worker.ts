@@ -26,7 +26,13 @@ import {
   recordAttempts,
   releaseClaim,
 } from "./deliveries.ts";
-import { NO_PUBLIC_ADDRESS, noPublicAddress, sendFailure, type WebhookFetch } from "./egress.ts";
+import {
+  NO_PUBLIC_ADDRESS,
+  noPublicAddress,
+  sendFailure,
+  type WebhookSend,
+  webhookSender,
+} from "./egress.ts";
 import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
 import { signedHeaders } from "./signing.ts";
 
@@ -43,7 +49,7 @@ export interface WorkerOptions {
   random?: () => number;
   now?: () => number;
   /** What requests are sent with (webhooks/egress.ts: the guard against private targets). */
-  fetch?: WebhookFetch;
+  send?: WebhookSend;
   /** Where attempts and deliveries given up on are counted; nothing is counted without it. */
   metrics?: Pick<Metrics, "webhookAttempt" | "webhookGaveUp">;
   /** Opens the endpoints' signing secrets (stored sealed, webhooks/store.ts). */
@@ -128,7 +134,7 @@ function attempter(db: Db, options: WorkerOptions) {
     recordBatch("attempts", { delivery, result });
   const random = options.random ?? Math.random;
   const now = options.now ?? Date.now;
-  const send: WebhookFetch = options.fetch ?? ((url, init) => fetch(url, init));
+  const send: WebhookSend = options.send ?? webhookSender("allow");
   /**
    * A delivery whose secret cannot be opened is not sent, and the attempt is logged as failed
    * (on the usual schedule: a key put back into the configuration lets a retry through). The log
@@ -169,15 +175,13 @@ function attempter(db: Db, options: WorkerOptions) {
     const limit = deadline(options.timeoutMs, stopping);
     try {
       const res = await send(d.url, {
-        method: "POST",
         headers: { ...headers, "user-agent": "gas-sponsorship-webhooks/1" },
         body,
-        redirect: "manual",
         signal: limit.signal,
       });
       statusCode = res.status;
-      // The answer's body is not needed; dropping it frees the connection.
-      await res.body?.cancel().catch(() => {});
+      // The answer's body is not needed; reading it away frees the connection for the next.
+      await res.discard();
       outcome = delivered(res.status) ? "delivered" : "http_error";
       if (!delivered(res.status)) error = `HTTP ${res.status}`;
     } catch (err) {
