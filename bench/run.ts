@@ -52,7 +52,8 @@ interface Row {
   result: LoadResult;
   /** CPU time per response, in microseconds: the target process (service or floor), this load
    * generator, the local PostgreSQL and Redis processes, and everything else on the machine. */
-  cpuUs: { target: number; loadGen: number; stores: number; other: number };
+  /** receiver: the webhook receiver's process, NaN in the scenarios without one. */
+  cpuUs: { target: number; loadGen: number; stores: number; receiver: number; other: number };
   /** Resident memory of the target's processes under load (all workers and the primary), in MB: the peak of samples every 250 ms. */
   rssMb: number;
 }
@@ -192,7 +193,7 @@ async function main() {
  * Issue 11 on the hot path, on the single process: the same load with a webhook endpoint
  * subscribed to `sponsorship.sponsored` (every reservation then writes an outbox event and a
  * delivery in its transaction, and the worker delivers them meanwhile), then with an approval
- * webhook too (every authorization waits for a receiver in this process). Compare with
+ * webhook too (every authorization waits for the receiver, bench/receiver.ts, a process of its own). Compare with
  * "authorize, 1,000 users": the triggers' cost when a project has no webhook is in that row.
  */
 async function webhookScenarios(
@@ -202,7 +203,7 @@ async function webhookScenarios(
   runId: string,
   distinct: string[],
 ) {
-  const receiver = await startBenchReceiver();
+  const receiver = await startBenchReceiver(dataDir);
   const out: Row[] = [];
   const call = (method: string, path: string, body: unknown) =>
     ownerCall(service.baseUrl, dataDir, runId, method, path, body);
@@ -212,7 +213,16 @@ async function webhookScenarios(
       eventTypes: ["sponsorship.sponsored"],
     });
     for (const connections of connectionCounts) {
-      out.push(await scenario("authorize, events subscribed", service, seeded.apiKey, distinct, connections));
+      out.push(
+        await scenario(
+          "authorize, events subscribed",
+          service,
+          seeded.apiKey,
+          distinct,
+          connections,
+          receiver.child,
+        ),
+      );
     }
     await call("PUT", `/projects/${seeded.projectId}/approval-webhook`, {
       url: `${receiver.url}/approve`,
@@ -220,10 +230,20 @@ async function webhookScenarios(
       failMode: "closed",
     });
     for (const connections of connectionCounts) {
-      out.push(await scenario("authorize + approval webhook", service, seeded.apiKey, distinct, connections));
+      out.push(
+        await scenario(
+          "authorize + approval webhook",
+          service,
+          seeded.apiKey,
+          distinct,
+          connections,
+          receiver.child,
+        ),
+      );
     }
+    const counts = await receiver.counts();
     console.log(
-      `webhook receiver (in the bench process): ${receiver.approvals} approval requests answered, ${receiver.events} events delivered during the run`,
+      `webhook receiver (a process of its own): ${counts.approvals} approval requests answered, ${counts.events} events delivered during the run`,
     );
   } finally {
     await receiver.close();
@@ -317,10 +337,12 @@ async function scenario(
   apiKey: string | null,
   requestBodies: string[],
   connections: number,
+  receiver?: Child,
 ): Promise<Row> {
   // A short pause lets the previous scenario's sockets close and its garbage be collected.
   await new Promise((r) => setTimeout(r, 500));
   const cpuBefore = target.cpuMs();
+  const receiverBefore = receiver?.cpuMs() ?? 0;
   const storesBefore = storeCpuSnapshot();
   let rssKb = target.rssKb();
   const sampler = setInterval(() => {
@@ -338,11 +360,16 @@ async function scenario(
   const responses = Math.max(1, result.responses);
   const targetMs = target.cpuMs() - cpuBefore;
   const storesMs = storeCpuSince(storesBefore);
+  const receiverMs = receiver ? receiver.cpuMs() - receiverBefore : Number.NaN;
   const cpuUs = {
     target: (targetMs * 1000) / responses,
     loadGen: (result.loadGenCpuMs * 1000) / responses,
     stores: (storesMs * 1000) / responses,
-    other: ((result.machineBusyMs - targetMs - result.loadGenCpuMs - storesMs) * 1000) / responses,
+    receiver: (receiverMs * 1000) / responses,
+    other:
+      ((result.machineBusyMs - targetMs - result.loadGenCpuMs - storesMs - (receiver ? receiverMs : 0)) *
+        1000) /
+      responses,
   };
   const row = { scenario: name, connections, result, cpuUs, rssMb: rssKb / 1024 };
   console.log(`  ${formatRow(row).join("  ")}`);
@@ -363,6 +390,7 @@ const HEADER = [
   "target µs/req",
   "load-gen µs/req",
   "pg+redis µs/req",
+  "receiver µs/req",
   "other µs/req",
   "machine busy",
   "RSS MB",
@@ -380,6 +408,7 @@ function formatRow({ scenario: name, connections, result: r, cpuUs, rssMb }: Row
     us(cpuUs.target),
     us(cpuUs.loadGen),
     us(cpuUs.stores),
+    us(cpuUs.receiver),
     us(cpuUs.other),
     Number.isFinite(r.machineBusy) ? `${(r.machineBusy * 100).toFixed(0)}%` : "-",
     Number.isFinite(rssMb) ? rssMb.toFixed(0) : "-",
@@ -397,7 +426,8 @@ function report(rows: Row[]) {
   for (const row of rows) console.log(line(formatRow(row)));
   console.log(
     "\nCPU per response: target = the service (or the floor) process; load-gen = autocannon in the bench" +
-      " process;\npg+redis = the local postgres and redis-server processes; other = the rest of the machine" +
+      " process;\npg+redis = the local postgres and redis-server processes; receiver = the webhook receiver's process" +
+      " (webhook scenarios);\nother = the rest of the machine" +
       " (nothing, on a quiet machine).\nRSS MB = the target's resident memory under load, summed over its processes" +
       " (a cluster's primary and workers), peak of samples every 250 ms.",
   );

@@ -1,44 +1,38 @@
-import { createServer, type Server } from "node:http";
+import { join } from "node:path";
 import { localIssuer } from "../src/identity/tokens.ts";
+import { type Child, startChild } from "./processes.ts";
 
 /**
- * The webhook scenarios of the bench (issue 11): a receiver in the bench process that approves
- * every sponsorship at once and acknowledges every event, and the API calls that point the bench
- * project's approval webhook and an event endpoint at it.
+ * The webhook scenarios of the bench (issue 11): a receiver (bench/receiver.ts, a process of its
+ * own, so that its CPU is reported apart) that approves every sponsorship at once and
+ * acknowledges every event, and the API calls that point the bench project's approval webhook
+ * and an event endpoint at it.
  */
 export interface BenchReceiver {
   url: string;
-  approvals: number;
-  events: number;
+  child: Child;
+  /** How many approval requests and events it answered so far. */
+  counts(): Promise<{ approvals: number; events: number }>;
   close(): Promise<void>;
 }
 
-export async function startBenchReceiver(): Promise<BenchReceiver> {
-  const counts = { approvals: 0, events: 0 };
-  const server: Server = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      if (req.url === "/approve") {
-        counts.approvals++;
-        res.writeHead(200, { "content-type": "application/json" }).end('{"approve":true}');
-      } else {
-        counts.events++;
-        res.writeHead(204).end();
-      }
-    });
+export async function startBenchReceiver(dataDir: string): Promise<BenchReceiver> {
+  const child = await startChild({
+    name: "receiver",
+    entry: "bench/receiver.ts",
+    env: { PATH: process.env.PATH ?? "" },
+    logPath: join(dataDir, "receiver.log"),
+    readyPath: "/health",
   });
-  server.keepAliveTimeout = 30_000;
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
-  return Object.assign(counts, {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  });
+  return {
+    url: child.baseUrl,
+    child,
+    counts: async () =>
+      (await (await fetch(`${child.baseUrl}/counts`)).json()) as { approvals: number; events: number },
+    close: async () => {
+      await child.stop();
+    },
+  };
 }
 
 /** Calls the service's API as the bench project's owner. */

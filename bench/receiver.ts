@@ -1,0 +1,32 @@
+import { createServer } from "node:http";
+
+/**
+ * The webhook receiver of the bench's webhook scenarios, as a process of its own so that the
+ * bench can tell its CPU from the service's and the load generator's ("receiver µs/req"): it
+ * approves every sponsorship at once (POST /approve) and acknowledges every event (any other
+ * POST); GET /counts says how many of each it answered, GET /health that it is up.
+ */
+const counts = { approvals: 0, events: 0 };
+const server = createServer((req, res) => {
+  req.resume();
+  req.on("end", () => {
+    if (req.method === "GET") {
+      const body = req.url === "/counts" ? JSON.stringify(counts) : '{"status":"ok"}';
+      res.writeHead(200, { "content-type": "application/json" }).end(body);
+    } else if (req.url === "/approve") {
+      counts.approvals++;
+      res.writeHead(200, { "content-type": "application/json" }).end('{"approve":true}');
+    } else {
+      counts.events++;
+      res.writeHead(204).end();
+    }
+  });
+});
+server.keepAliveTimeout = 30_000;
+server.listen(Number(process.env.PORT), process.env.HOST ?? "127.0.0.1");
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+  });
+}
