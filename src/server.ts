@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import type { Services } from "./context.ts";
 import type { Db } from "./db/db.ts";
+import { migrate } from "./db/migrate.ts";
 import { runPrimary, workerIndex } from "./process/cluster.ts";
 import { processLogger } from "./process/log.ts";
 import { processPolicy } from "./process/policy.ts";
@@ -18,6 +19,8 @@ import {
   StartupAborted,
   StartupFailure,
 } from "./process/startup.ts";
+import { SEALED_COLUMNS } from "./secrets/registry.ts";
+import { resealSecrets } from "./secrets/reseal.ts";
 
 /** Replaced by the configured logger once the configuration is read. */
 let log: Logger = processLogger();
@@ -152,10 +155,6 @@ async function serve(config: Config, log: Logger, index: number | null) {
  * of key, an instance still on the old key could not open what a new one re-sealed.
  */
 async function sealPlaintextSecrets(services: Pick<Services, "db" | "keyring">, log: Logger) {
-  const [{ resealSecrets }, { SEALED_COLUMNS }] = await Promise.all([
-    import("./secrets/reseal.ts"),
-    import("./secrets/registry.ts"),
-  ]);
   try {
     const { resealed } = await resealSecrets(services.db, services.keyring, SEALED_COLUMNS, "plaintext");
     if (resealed > 0) {
@@ -191,7 +190,6 @@ async function preflight(config: Config, log: Logger) {
 
 /** Brings the store's schema up to date; a failure is a start-up failure of its own. */
 async function migrateStore(db: Db) {
-  const { migrate } = await import("./db/migrate.ts");
   try {
     await migrate(db);
   } catch (err) {

@@ -7,7 +7,7 @@
  * bench those children were 1.7 % of the service's CPU samples (pino's `child` and
  * `asChindings`). Here the bindings are only collected; a handler that logs makes the child then
  * (with every binding so far, so its lines read as before), and the completion line is written by
- * the parent logger with the bindings in the line's own object (`logWithBindings`), the same keys.
+ * the parent logger with the bindings in the line's own object (`infoWithBindings`), the same keys.
  */
 import type { FastifyBaseLogger } from "fastify";
 import type { Bindings, ChildLoggerOptions, LogFn } from "pino";

@@ -232,7 +232,7 @@ export async function recordAttempts(
   items: { delivery: { id: number; attempt: number }; result: AttemptResult }[],
 ): Promise<boolean[]> {
   const column = <T>(f: (item: (typeof items)[number]) => T) => items.map(f);
-  const rows = await db.query<{ ord: string; moved: boolean }>(
+  const rows = await db.query<{ moved: boolean }>(
     `WITH input AS (
        SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::bigint[],
            $7::timestamptz[], $8::int[])
@@ -250,7 +250,7 @@ export async function recordAttempts(
        INSERT INTO webhook_attempts (delivery_id, attempt, started_at, latency_ms, status_code, error, next_attempt_at)
        SELECT i.id, i.attempt, i.started_at, i.latency_ms, i.status_code, i.error, m.next_at
          FROM input i LEFT JOIN moved m ON m.id = i.id ORDER BY i.ord)
-     SELECT i.ord::text AS ord, m.id IS NOT NULL AS moved FROM input i LEFT JOIN moved m ON m.id = i.id
+     SELECT m.id IS NOT NULL AS moved FROM input i LEFT JOIN moved m ON m.id = i.id
      ORDER BY i.ord`,
     [
       column((x) => x.delivery.id),
