@@ -370,8 +370,10 @@ async function settleBlock(db: Db, projectId: string, from: number, to: number, 
          INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
              user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
              billed, unbilled_reason, project_id)
-         SELECT 14601, '0x' || md5('b' || $2::bigint) || md5($2::bigint || 'b'), s.seq - $2, $2, s.tx_hash,
-           s.paymaster, s.user_op_hash, s.sender, s.auth_id, s.status = 'success', false, s.actual_gas,
+         SELECT 14601, decode(md5('b' || $2::bigint) || md5($2::bigint || 'b'), 'hex'), s.seq - $2, $2,
+           decode(substr(s.tx_hash, 3), 'hex'), decode(substr(s.paymaster, 3), 'hex'),
+           decode(substr(s.user_op_hash, 3), 'hex'), decode(substr(s.sender, 3), 'hex'),
+           decode(substr(s.auth_id, 3), 'hex'), s.status = 'success', false, s.actual_gas,
            s.actual_gas_cost, s.actual_gas_cost, NULL, $1
          FROM s ORDER BY s.seq)
        SELECT sum(refund)::text AS refund, array_agg(refund ORDER BY seq) AS refunds,

@@ -73,7 +73,7 @@ describe("recording a paid operation", () => {
     });
     assert.deepEqual(updates, { ins: "1", upd: "0" });
     const [row] = await t.db.query<{ billed: string; project_id: string; unbilled_reason: string | null }>(
-      "SELECT billed::text, project_id, unbilled_reason FROM chain_operations WHERE block_hash = $1",
+      "SELECT billed::text, project_id, unbilled_reason FROM chain_operations WHERE block_hash = decode(substr($1, 3), 'hex')",
       [op.blockHash],
     );
     assert.deepEqual(row, { billed: "1000000", project_id: p.projectId, unbilled_reason: null });
@@ -121,7 +121,7 @@ describe("recording a paid operation", () => {
     );
     assert.deepEqual(recorded.map((r) => r.billing?.kind ?? null).sort(), ["charged", null]);
     const rows = await t.db.query<{ billed: string }>(
-      "SELECT billed::text FROM chain_operations WHERE block_hash = $1",
+      "SELECT billed::text FROM chain_operations WHERE block_hash = decode(substr($1, 3), 'hex')",
       [op.blockHash],
     );
     assert.deepEqual(rows, [{ billed: "1000000" }]);

@@ -445,7 +445,9 @@ export async function reverseCredit(
   );
   assert.ok(project, `unknown project ${r.projectId}`);
   const [earlier] = await tx.query<{ amount: string }>(
-    "SELECT amount::text FROM ledger_entries WHERE kind = 'reversal' AND reference = $1",
+    `SELECT amount::text FROM ledger_entries
+     WHERE md5(kind || E'\\n' || reference)::uuid = md5('reversal' || E'\\n' || $1)::uuid
+       AND kind = 'reversal' AND reference = $1`,
     [r.reference],
   );
   if (earlier) {

@@ -21,6 +21,14 @@ export interface Recorded {
   reason: string | null;
 }
 
+// Hashes and addresses are kept as bytes (migration 029) and cross this module's boundary as
+// lower-case 0x-prefixed hexadecimal: a parameter goes in through bytes(), a column comes out
+// through hex().
+const bytes = (param: string) => `decode(substr(${param}, 3), 'hex')`;
+const bytesArray = (param: string) =>
+  `ARRAY(SELECT decode(substr(h, 3), 'hex') FROM unnest(${param}::text[]) h)`;
+const hex = (column: string) => `'0x' || encode(${column}, 'hex')`;
+
 export async function recordOperation(
   tx: Queryable,
   chainId: number,
@@ -29,7 +37,7 @@ export async function recordOperation(
 ): Promise<Recorded> {
   const key = [chainId, op.blockHash.toLowerCase(), op.logIndex] as const;
   const seen = await tx.query(
-    "SELECT 1 FROM chain_operations WHERE chain_id = $1 AND block_hash = $2 AND log_index = $3",
+    `SELECT 1 FROM chain_operations WHERE chain_id = $1 AND block_hash = ${bytes("$2")} AND log_index = $3`,
     [...key],
   );
   if (seen.length > 0) return { op, billing: null, unbilledWei: 0n, reason: null };
@@ -53,7 +61,8 @@ export async function recordOperation(
     `INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
          user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
          billed, unbilled_reason, project_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+       VALUES ($1, ${bytes("$2")}, $3, $4, ${bytes("$5")}, ${bytes("$6")}, ${bytes("$7")}, ${bytes("$8")},
+         ${bytes("$9")}, $10, $11, $12, $13, $14, $15, $16)
        ON CONFLICT DO NOTHING RETURNING 1`,
     [
       ...key,
@@ -90,7 +99,7 @@ export async function orphanedTotals(
 ): Promise<{ compensations: number; compensatedWei: bigint }> {
   const rows = await db.query<{ n: number; wei: string }>(
     `SELECT count(*)::int AS n, COALESCE(sum(billed), 0)::text AS wei FROM chain_operations
-     WHERE chain_id = $1 AND block_hash = ANY($2::text[]) AND orphaned_at IS NOT NULL`,
+     WHERE chain_id = $1 AND block_hash = ANY(${bytesArray("$2")}) AND orphaned_at IS NOT NULL`,
     [chainId, blockHashes.map((h) => h.toLowerCase())],
   );
   return { compensations: rows[0]!.n, compensatedWei: BigInt(rows[0]!.wei) };
@@ -105,8 +114,8 @@ export async function orphanOperations(db: Db, chainId: number, blockHashes: str
   if (blockHashes.length === 0) return 0;
   const lowered = blockHashes.map((h) => h.toLowerCase());
   const rows = await db.query<{ block_hash: string; log_index: number }>(
-    `SELECT block_hash, log_index FROM chain_operations
-     WHERE chain_id = $1 AND block_hash = ANY($2::text[]) AND orphaned_at IS NULL`,
+    `SELECT ${hex("block_hash")} AS block_hash, log_index FROM chain_operations
+     WHERE chain_id = $1 AND block_hash = ANY(${bytesArray("$2")}) AND orphaned_at IS NULL`,
     [chainId, lowered],
   );
   let count = 0;
@@ -114,8 +123,8 @@ export async function orphanOperations(db: Db, chainId: number, blockHashes: str
     await db.transaction(async (tx) => {
       const locked = await tx.query<{ auth_id: string | null; project_id: string | null; billed: string }>(
         `UPDATE chain_operations SET orphaned_at = now()
-         WHERE chain_id = $1 AND block_hash = $2 AND log_index = $3 AND orphaned_at IS NULL
-         RETURNING auth_id, project_id, billed::text`,
+         WHERE chain_id = $1 AND block_hash = ${bytes("$2")} AND log_index = $3 AND orphaned_at IS NULL
+         RETURNING ${hex("auth_id")} AS auth_id, project_id, billed::text`,
         [chainId, r.block_hash, r.log_index],
       );
       const op = locked[0];
@@ -164,7 +173,7 @@ export async function paidTotals(
        count(*) FILTER (WHERE billed < actual_gas_cost)::int AS unbilled_n,
        min(block_number)::text AS first_block, max(block_number)::text AS last_block
      FROM chain_operations
-     WHERE chain_id = $1 AND paymaster = $2 AND orphaned_at IS NULL AND block_number >= $3`,
+     WHERE chain_id = $1 AND paymaster = ${bytes("$2")} AND orphaned_at IS NULL AND block_number >= $3`,
     [chainId, paymaster, (fromBlock ?? 0n).toString()],
   );
   const r = rows[0]!;
@@ -208,7 +217,8 @@ export async function recentUnattributed(
     billed: string;
     unbilled_reason: string;
   }>(
-    `SELECT tx_hash, user_op_hash, block_number::text, auth_id, project_id, actual_gas_cost::text,
+    `SELECT ${hex("tx_hash")} AS tx_hash, ${hex("user_op_hash")} AS user_op_hash, block_number::text,
+       ${hex("auth_id")} AS auth_id, project_id, actual_gas_cost::text,
        billed::text, unbilled_reason
      FROM chain_operations
      WHERE chain_id = $1 AND unbilled_reason IS NOT NULL AND orphaned_at IS NULL

@@ -324,7 +324,7 @@ describe("unbilled spend: the prefund-too-low path through every submission path
       assert.equal(tooLow.length, 1, "the EntryPoint took its prefund-too-low path");
       await assertEveryWeiBilled();
       const [row] = await t.db.query<{ billed: string; prefund_too_low: boolean }>(
-        "SELECT billed::text, prefund_too_low FROM chain_operations WHERE user_op_hash = $1",
+        "SELECT billed::text, prefund_too_low FROM chain_operations WHERE user_op_hash = decode(substr($1, 3), 'hex')",
         [events[0]!.args.userOpHash.toLowerCase()],
       );
       assert.equal(row?.prefund_too_low, true);

@@ -214,7 +214,8 @@ async function chainOperations() {
     billed: string;
     unbilled_reason: string | null;
   }>(
-    `SELECT auth_id, project_id, tx_hash, user_op_hash, success, prefund_too_low, actual_gas_used::text,
+    `SELECT '0x' || encode(auth_id, 'hex') AS auth_id, project_id, '0x' || encode(tx_hash, 'hex') AS tx_hash,
+       '0x' || encode(user_op_hash, 'hex') AS user_op_hash, success, prefund_too_low, actual_gas_used::text,
        actual_gas_cost::text, billed::text, unbilled_reason
      FROM chain_operations WHERE chain_id = $1 ORDER BY block_number, log_index`,
     [chain.chainId],

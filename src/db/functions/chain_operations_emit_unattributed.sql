@@ -6,10 +6,10 @@ BEGIN
   IF webhook_subscribed(NEW.project_id, 'spend.unattributed') THEN
     PERFORM emit_event(NEW.project_id, 'spend.unattributed', jsonb_build_object(
       'chainId', NEW.chain_id,
-      'txHash', NEW.tx_hash,
-      'userOpHash', NEW.user_op_hash,
-      'authorizationId', NEW.auth_id,
-      'sender', NEW.sender,
+      'txHash', '0x' || encode(NEW.tx_hash, 'hex'),
+      'userOpHash', '0x' || encode(NEW.user_op_hash, 'hex'),
+      'authorizationId', '0x' || encode(NEW.auth_id, 'hex'),
+      'sender', '0x' || encode(NEW.sender, 'hex'),
       'actualGasCost', NEW.actual_gas_cost::text,
       'billed', NEW.billed::text,
       'unattributed', (NEW.actual_gas_cost - NEW.billed)::text,

@@ -15,7 +15,8 @@ BEGIN
       SELECT p_project, p_kind, e.amount, e.reference
         FROM unnest(p_amounts, p_references) WITH ORDINALITY AS e(amount, reference, ord)
         ORDER BY e.ord
-      ON CONFLICT (kind, reference) DO NOTHING
+      -- The unique key is a digest of the pair (migration 029).
+      ON CONFLICT ((md5(kind || E'\n' || reference)::uuid)) DO NOTHING
       RETURNING amount)
   SELECT count(*)::integer, COALESCE(sum(amount), 0) INTO v_count, v_sum FROM added;
   IF v_count > 0 THEN
