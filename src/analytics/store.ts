@@ -140,6 +140,9 @@ export function decodeCursor(cursor: string): number | null {
   return m && encodeCursor(Number(m[1])) === cursor ? Number(m[1]) : null;
 }
 
+/** The 64-bit key sponsorships' sender and target indexes hold for an address (migration 030). */
+const addressKey = (address: string) => `('x' || left(md5(${address}), 16))::bit(64)::bigint`;
+
 const EVENT_COLUMNS = `id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
   max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost, tx_hash, user_op_hash,
   valid_until`;
@@ -165,11 +168,14 @@ export async function events(
   const params: unknown[] = [projectId];
   const add = (clause: string, value: unknown) => {
     params.push(value);
-    where.push(clause.replace("?", `$${params.length}`));
+    where.push(clause.replaceAll("?", `$${params.length}`));
   };
   if (filters.status) add(byStatus ? "x.status = ?" : "status = ?", filters.status);
-  if (filters.sender) add(`${s}sender = ?`, filters.sender);
-  if (filters.target) add(`${s}target = ?`, filters.target);
+  // Through the index on the address's digest (migration 030), then the address itself.
+  if (filters.sender)
+    add(`${addressKey(`${s}sender`)} = ${addressKey("?")} AND ${s}sender = ?`, filters.sender);
+  if (filters.target)
+    add(`${addressKey(`${s}target`)} = ${addressKey("?")} AND ${s}target = ?`, filters.target);
   if (filters.fromMs !== undefined) add(`${s}created_at >= ?`, new Date(filters.fromMs));
   if (filters.toMs !== undefined) add(`${s}created_at < ?`, new Date(filters.toMs));
   const from = byStatus

@@ -185,6 +185,14 @@ export type UnbilledReason =
   | "authorization_of_another_paymaster"
   | "authorization_already_settled";
 
+/** The form of every authorization id a sponsorship can hold (its column's CHECK). */
+const AUTH_ID = /^0x[0-9a-f]{64}$/;
+/**
+ * A sponsorship by its authorization id ($1), through the unique index on the id's 32 bytes
+ * (migration 030).
+ */
+const BY_AUTH_ID = "decode(substr(auth_id, 3), 'hex') = decode(substr($1, 3), 'hex')";
+
 /**
  * Charges the gas tank of the authorization an on-chain operation used, inside the caller's
  * transaction (the caller records the operation in the same one, which makes this exactly once).
@@ -197,6 +205,7 @@ export type UnbilledReason =
  */
 export async function billOperation(tx: Queryable, op: PaidOperation): Promise<Billing> {
   assert.ok(op.actualGasCostWei >= 0n && op.actualGasUsed >= 0n, "actual gas must not be negative");
+  if (!AUTH_ID.test(op.authId)) return { kind: "unbilled", projectId: null, reason: "unknown_authorization" };
   const rows = await tx.query<{
     project_id: string;
     status: string;
@@ -207,7 +216,7 @@ export async function billOperation(tx: Queryable, op: PaidOperation): Promise<B
   }>(
     `SELECT project_id, status, max_gas_cost::text, chain_id, paymaster,
        ((created_at AT TIME ZONE 'UTC')::date)::text AS day
-     FROM sponsorships WHERE auth_id = $1 FOR UPDATE`,
+     FROM sponsorships WHERE ${BY_AUTH_ID} FOR UPDATE`,
     [op.authId],
   );
   const row = rows[0];
@@ -265,7 +274,7 @@ async function markSettled(tx: Queryable, op: PaidOperation, billedWei: bigint):
   await tx.query(
     `UPDATE sponsorships SET status = $2, actual_gas = $3, actual_gas_cost = $4, tx_hash = $5,
        user_op_hash = $6, settled_at = now()
-     WHERE auth_id = $1`,
+     WHERE ${BY_AUTH_ID}`,
     [op.authId, op.outcome, op.actualGasUsed.toString(), billedWei.toString(), op.txHash, op.userOpHash],
   );
 }
@@ -284,7 +293,7 @@ export async function reverseBilling(
   const rows = await tx.query<{ day: string }>(
     `UPDATE sponsorships SET status = 'expired', actual_gas = 0, actual_gas_cost = 0, tx_hash = NULL,
        user_op_hash = NULL, settled_at = now()
-     WHERE auth_id = $1 RETURNING ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
+     WHERE ${BY_AUTH_ID} RETURNING ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
     [r.authId],
   );
   if (rows[0]) await giveBackDailyUsage(tx, r.projectId, rows[0].day, r.billedWei);
@@ -298,7 +307,7 @@ export async function release(db: Db, authId: string): Promise<boolean> {
   return db.transaction(async (tx) => {
     const rows = await tx.query<{ project_id: string; max_gas_cost: string; day: string }>(
       `UPDATE sponsorships SET status = 'expired', settled_at = now()
-       WHERE auth_id = $1 AND status = 'pending'
+       WHERE ${BY_AUTH_ID} AND status = 'pending'
        RETURNING project_id, max_gas_cost::text, ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
       [authId],
     );

@@ -8,7 +8,10 @@ BEGIN
   ), latest AS (
     SELECT t.project_id, t.sender,
       (SELECT max(s.settled_at) FROM sponsorships s
-        WHERE s.project_id = t.project_id AND s.sender = t.sender AND s.status IN ('success', 'reverted')) AS at
+        WHERE s.project_id = t.project_id
+          -- The index on the address's digest (migration 030), then the address itself.
+          AND ('x' || left(md5(s.sender), 16))::bit(64)::bigint = ('x' || left(md5(t.sender), 16))::bit(64)::bigint
+          AND s.sender = t.sender AND s.status IN ('success', 'reverted')) AS at
     FROM touched t
   ), gone AS (
     DELETE FROM rollup_project_senders r USING latest l
