@@ -361,8 +361,8 @@ async function settleBlock(db: Db, projectId: string, from: number, to: number, 
       `WITH s AS (
          UPDATE sponsorships SET status = CASE WHEN seq % 50 = 0 THEN 'reverted' ELSE 'success' END,
            actual_gas = 90000 + seq % 1000, actual_gas_cost = 90000000000000 + seq % 1000,
-           tx_hash = '0x' || md5('t' || $2::bigint) || md5($2::bigint || 't'),
-           user_op_hash = '0x' || md5('u' || seq) || md5(seq || 'u'), settled_at = $4
+           tx_hash = decode(md5('t' || $2::bigint) || md5($2::bigint || 't'), 'hex'),
+           user_op_hash = decode(md5('u' || seq) || md5(seq || 'u'), 'hex'), settled_at = $4
          WHERE project_id = $1 AND seq BETWEEN $2 AND $3 AND status = 'pending'
          RETURNING auth_id, seq, sender, paymaster, status, actual_gas, max_gas_cost - actual_gas_cost AS refund,
            actual_gas_cost, tx_hash, user_op_hash),
@@ -371,8 +371,7 @@ async function settleBlock(db: Db, projectId: string, from: number, to: number, 
              user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
              billed, unbilled_reason, project_id)
          SELECT 14601, decode(md5('b' || $2::bigint) || md5($2::bigint || 'b'), 'hex'), s.seq - $2, $2,
-           decode(substr(s.tx_hash, 3), 'hex'), decode(substr(s.paymaster, 3), 'hex'),
-           decode(substr(s.user_op_hash, 3), 'hex'), decode(substr(s.sender, 3), 'hex'),
+           s.tx_hash, decode(substr(s.paymaster, 3), 'hex'), s.user_op_hash, decode(substr(s.sender, 3), 'hex'),
            decode(substr(s.auth_id, 3), 'hex'), s.status = 'success', false, s.actual_gas,
            s.actual_gas_cost, s.actual_gas_cost, NULL, $1
          FROM s ORDER BY s.seq)

@@ -144,7 +144,8 @@ export function decodeCursor(cursor: string): number | null {
 const addressKey = (address: string) => `('x' || left(md5(${address}), 16))::bit(64)::bigint`;
 
 const EVENT_COLUMNS = `id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
-  max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost, tx_hash, user_op_hash,
+  max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost,
+  '0x' || encode(tx_hash, 'hex') AS tx_hash, '0x' || encode(user_op_hash, 'hex') AS user_op_hash,
   valid_until`;
 
 /**

@@ -272,8 +272,8 @@ async function settleLate(
 
 async function markSettled(tx: Queryable, op: PaidOperation, billedWei: bigint): Promise<void> {
   await tx.query(
-    `UPDATE sponsorships SET status = $2, actual_gas = $3, actual_gas_cost = $4, tx_hash = $5,
-       user_op_hash = $6, settled_at = now()
+    `UPDATE sponsorships SET status = $2, actual_gas = $3, actual_gas_cost = $4,
+       tx_hash = decode(substr($5, 3), 'hex'), user_op_hash = decode(substr($6, 3), 'hex'), settled_at = now()
      WHERE ${BY_AUTH_ID}`,
     [op.authId, op.outcome, op.actualGasUsed.toString(), billedWei.toString(), op.txHash, op.userOpHash],
   );

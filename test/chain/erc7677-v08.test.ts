@@ -103,7 +103,7 @@ describe("ERC-7677 with EntryPoint v0.8 and EIP-7702", () => {
       "the tank paid exactly actualGasCost",
     );
     const [row] = await t.db.query<{ status: string; paymaster: string; mode: string }>(
-      "SELECT status, paymaster, mode FROM sponsorships WHERE user_op_hash = $1",
+      "SELECT status, paymaster, mode FROM sponsorships WHERE user_op_hash = decode(substr($1, 3), 'hex')",
       [hash.toLowerCase()],
     );
     assert.deepEqual(row, {

@@ -81,7 +81,7 @@ async function sendAndSettle(account: SmartAccount, calls: ReturnType<typeof min
     "the tank paid exactly actualGasCost",
   );
   const [row] = await t.db.query<{ status: string; mode: string; calls: unknown }>(
-    "SELECT status, mode, calls FROM sponsorships WHERE user_op_hash = $1",
+    "SELECT status, mode, calls FROM sponsorships WHERE user_op_hash = decode(substr($1, 3), 'hex')",
     [hash.toLowerCase()],
   );
   assert.equal(row?.status, "success");

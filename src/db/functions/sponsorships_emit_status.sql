@@ -11,8 +11,8 @@ BEGIN
       'outcome', NEW.status,
       'actualGas', NEW.actual_gas::text,
       'actualGasCost', NEW.actual_gas_cost::text,
-      'txHash', NEW.tx_hash,
-      'userOpHash', NEW.user_op_hash,
+      'txHash', '0x' || encode(NEW.tx_hash, 'hex'),
+      'userOpHash', '0x' || encode(NEW.user_op_hash, 'hex'),
       -- Charged after the reservation had been released (only after a deep reorganisation).
       'late', OLD.status = 'expired');
   ELSIF OLD.status = 'pending' THEN
