@@ -45,7 +45,8 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * SCALE_RUNS (20 timed requests per read), SCALE_PROJECTS (20 more small projects in the parity
  * report), RETENTION_BATCH_SIZE (1,000, the service's default), SCALE_DATABASE_URL (a server to
  * create the run's database on instead of one of its own: its autovacuum settings are its own),
- * SCALE_KEEP=1 (with SCALE_DATABASE_URL: keep that database afterwards, to look at plans).
+ * SCALE_KEEP=1 (with SCALE_DATABASE_URL: keep that database afterwards, to look at plans),
+ * SCALE_FILLFACTOR=table:percent (try a fillfactor before seeding, before making it a migration).
  */
 
 const ops = Number(process.env.SCALE_OPS ?? 10_000_000);
@@ -120,6 +121,9 @@ async function main() {
     }
     // The first checkpoint runs far longer than a request may.
     db = await openPostgres({ url: database.url, statementTimeoutMs: 3_600_000 });
+    // A storage setting to try before it becomes a migration: "table:fillfactor", e.g. sponsorships:65.
+    const fill = process.env.SCALE_FILLFACTOR?.match(/^([a-z_]+):(\d{2,3})$/);
+    if (fill) await db.query(`ALTER TABLE ${fill[1]} SET (fillfactor = ${Number(fill[2])})`);
     await seed(db, projectId, runId);
     for (let i = 0; i < extraProjects; i++) {
       await creditDeposit(db, {
