@@ -1,23 +1,15 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import { Socket } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, afterEach, before, describe, it } from "node:test";
+import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { openDb } from "../src/db/index.ts";
-import { migrate } from "../src/db/migrate.ts";
 import { localIssuer } from "../src/identity/tokens.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { type DevChain, startChain } from "./support/chain/anvil.ts";
-import { freshDatabase as freshDatabaseOn } from "./support/fresh-database.ts";
-import {
-  ensureBuilt,
-  type ServerProcess,
-  startServer as startServerProcess,
-} from "./support/server-process.ts";
+import { processFixture } from "./support/process-fixture.ts";
+import type { ServerProcess } from "./support/server-process.ts";
 
 /**
  * Issue 10, the process: SIGTERM under load loses no accepted request. The compiled server
@@ -34,47 +26,7 @@ const SELECTOR = "0xa0712d68";
 const PG_URL = process.env.DATABASE_URL || null;
 const REDIS_URL = process.env.REDIS_URL || null;
 
-const dirs: string[] = [];
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "gss-process-"));
-  dirs.push(dir);
-  return dir;
-}
-
-const freshDatabase = () => freshDatabaseOn("gss_proc");
-
-/** Servers a test started: whatever a failed test left running is stopped after it. */
-const started: ServerProcess[] = [];
-async function startServer(env: Record<string, string | undefined>): Promise<ServerProcess> {
-  const server = await startServerProcess(env);
-  started.push(server);
-  return server;
-}
-afterEach(async () => {
-  await Promise.all(started.splice(0).map((s) => s.stop(5_000)));
-});
-
-/**
- * A migrated embedded database, made once and copied for every test that starts a server on
- * PGlite: creating one from nothing takes PGlite 5 to 20 s (initdb in WebAssembly).
- */
-let template: string;
-function dataDirWithDb(): string {
-  const dir = tempDir();
-  cpSync(template, dir, { recursive: true });
-  return dir;
-}
-
-before(async () => {
-  ensureBuilt();
-  template = tempDir();
-  const db = await openDb({ databaseUrl: null, dataDir: template });
-  await migrate(db);
-  await db.close();
-});
-after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const { startServer, dataDirWithDb, freshDatabase } = processFixture();
 
 /** A funded project with an API key and an allowlisted (TARGET, SELECTOR), made through the API. */
 async function seedProject(server: ServerProcess, dataDir: string) {

@@ -1,20 +1,17 @@
 // test-scope: store-free — every server it starts is given its store explicitly (the run's DATABASE_URL and REDIS_URL are kept from them); the cluster test uses the machine's PostgreSQL and Redis in either pass
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { hostname, tmpdir } from "node:os";
+import { hostname } from "node:os";
 import { join } from "node:path";
-import { after, afterEach, before, describe, it } from "node:test";
-import { openDb } from "../src/db/index.ts";
-import { migrate } from "../src/db/migrate.ts";
-import { freshDatabase as freshDatabaseOn, SHARED_PG_URL } from "./support/fresh-database.ts";
+import { describe, it } from "node:test";
+import { SHARED_PG_URL } from "./support/fresh-database.ts";
+import { processFixture } from "./support/process-fixture.ts";
 import {
-  ensureBuilt,
   freePort,
   type LogLine,
   runToExit,
-  type ServerProcess,
   STACK_LINE,
   startServer as startServerProcess,
 } from "./support/server-process.ts";
@@ -41,47 +38,7 @@ const OIDC = {
 // test is a failed test).
 const SHARED_REDIS_URL = process.env.REDIS_URL || "redis://127.0.0.1:6379";
 
-const dirs: string[] = [];
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "gss-process-"));
-  dirs.push(dir);
-  return dir;
-}
-
-const freshDatabase = () => freshDatabaseOn("gss_proc");
-
-/** Servers a test started: whatever a failed test left running is stopped after it. */
-const started: ServerProcess[] = [];
-async function startServer(env: Record<string, string | undefined>): Promise<ServerProcess> {
-  const server = await startServerProcess(env);
-  started.push(server);
-  return server;
-}
-afterEach(async () => {
-  await Promise.all(started.splice(0).map((s) => s.stop(5_000)));
-});
-
-/**
- * A migrated embedded database, made once and copied for every test that starts a server on
- * PGlite: creating one from nothing takes PGlite 5 to 20 s (initdb in WebAssembly).
- */
-let template: string;
-function dataDirWithDb(): string {
-  const dir = tempDir();
-  cpSync(template, dir, { recursive: true });
-  return dir;
-}
-
-before(async () => {
-  ensureBuilt();
-  template = tempDir();
-  const db = await openDb({ databaseUrl: null, dataDir: template });
-  await migrate(db);
-  await db.close();
-});
-after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const { tempDir, startServer, dataDirWithDb, freshDatabase } = processFixture();
 
 /** The run ended with exactly one fatal line matching `pattern`, the exit code, and no stack trace anywhere. */
 function assertOneFailure(result: Awaited<ReturnType<typeof runToExit>>, code: number, pattern: RegExp) {
