@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { addressKey, hex } from "../db/bytes.ts";
 import type { Queryable } from "../db/db.ts";
 import { type MoneySummary, moneySummary, SPEND_WINDOW_DAYS } from "./money.ts";
 
@@ -140,12 +141,9 @@ export function decodeCursor(cursor: string): number | null {
   return m && encodeCursor(Number(m[1])) === cursor ? Number(m[1]) : null;
 }
 
-/** The 64-bit key sponsorships' sender and target indexes hold for an address (migration 030). */
-const addressKey = (address: string) => `('x' || left(md5(${address}), 16))::bit(64)::bigint`;
-
 const EVENT_COLUMNS = `id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
   max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost,
-  '0x' || encode(tx_hash, 'hex') AS tx_hash, '0x' || encode(user_op_hash, 'hex') AS user_op_hash,
+  ${hex("tx_hash")} AS tx_hash, ${hex("user_op_hash")} AS user_op_hash,
   valid_until`;
 
 /**

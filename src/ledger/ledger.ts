@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { bytes } from "../db/bytes.ts";
 import type { Db, Queryable } from "../db/db.ts";
 
 /**
@@ -191,7 +192,7 @@ const AUTH_ID = /^0x[0-9a-f]{64}$/;
  * A sponsorship by its authorization id ($1), through the unique index on the id's 32 bytes
  * (migration 030).
  */
-const BY_AUTH_ID = "decode(substr(auth_id, 3), 'hex') = decode(substr($1, 3), 'hex')";
+const BY_AUTH_ID = `${bytes("auth_id")} = ${bytes("$1")}`;
 
 /**
  * Charges the gas tank of the authorization an on-chain operation used, inside the caller's
@@ -273,7 +274,7 @@ async function settleLate(
 async function markSettled(tx: Queryable, op: PaidOperation, billedWei: bigint): Promise<void> {
   await tx.query(
     `UPDATE sponsorships SET status = $2, actual_gas = $3, actual_gas_cost = $4,
-       tx_hash = decode(substr($5, 3), 'hex'), user_op_hash = decode(substr($6, 3), 'hex'), settled_at = now()
+       tx_hash = ${bytes("$5")}, user_op_hash = ${bytes("$6")}, settled_at = now()
      WHERE ${BY_AUTH_ID}`,
     [op.authId, op.outcome, op.actualGasUsed.toString(), billedWei.toString(), op.txHash, op.userOpHash],
   );

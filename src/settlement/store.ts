@@ -8,6 +8,7 @@
  * (after a crash, or two instances at once) charges nothing twice. The row is inserted once,
  * after the billing, with what was billed: it is never updated but to mark it orphaned.
  */
+import { bytes, bytesArray, hex } from "../db/bytes.ts";
 import type { Db, Queryable } from "../db/db.ts";
 import { type Billing, billOperation, reverseBilling } from "../ledger/ledger.ts";
 import type { ChainOperation } from "./scan.ts";
@@ -20,14 +21,6 @@ export interface Recorded {
   unbilledWei: bigint;
   reason: string | null;
 }
-
-// Hashes and addresses are kept as bytes (migration 029) and cross this module's boundary as
-// lower-case 0x-prefixed hexadecimal: a parameter goes in through bytes(), a column comes out
-// through hex().
-const bytes = (param: string) => `decode(substr(${param}, 3), 'hex')`;
-const bytesArray = (param: string) =>
-  `ARRAY(SELECT decode(substr(h, 3), 'hex') FROM unnest(${param}::text[]) h)`;
-const hex = (column: string) => `'0x' || encode(${column}, 'hex')`;
 
 export async function recordOperation(
   tx: Queryable,
