@@ -8,15 +8,13 @@
  * operation and the events read back the same hashes.
  */
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { events } from "../src/analytics/store.ts";
 import type { Db } from "../src/db/db.ts";
 import { migrate } from "../src/db/migrate.ts";
-import { openPglite } from "../src/db/pglite.ts";
-import { openPostgres } from "../src/db/postgres.ts";
 import { creditDeposit, release } from "../src/ledger/ledger.ts";
 import { paidTotals, recentUnattributed } from "../src/settlement/store.ts";
+import { openTestDb } from "./support/app.ts";
 
 const BEFORE = "028_contract_abis.sql";
 const PROJECT = "prj_migrated";
@@ -36,28 +34,14 @@ const COST = 4n * 10n ** 14n;
 let db: Db;
 let drop: () => Promise<void>;
 
-async function openUnmigrated(): Promise<{ db: Db; drop: () => Promise<void> }> {
-  const url = process.env.DATABASE_URL;
-  if (!url) {
-    const store = await openPglite("memory://");
-    return { db: store, drop: () => store.close() };
-  }
-  const schema = `t_${randomBytes(6).toString("hex")}`;
-  const store = await openPostgres({ url, schema });
-  return {
-    db: store,
-    async drop() {
-      await store.query(`DROP SCHEMA ${schema} CASCADE`);
-      await store.close();
-    },
-  };
-}
-
 before(async () => {
-  ({ db, drop } = await openUnmigrated());
-  const done = await migrate(db, { until: BEFORE });
-  assert.equal(done.migrations.at(-1), BEFORE);
-  assert.deepEqual(done.functions, []);
+  ({ db, drop } = await openTestDb({ until: BEFORE }));
+  const [last] = await db.query<{ version: string }>("SELECT max(version) AS version FROM schema_migrations");
+  assert.equal(last?.version, BEFORE);
+  const [functions] = await db.query<{ applied: boolean }>(
+    "SELECT to_regclass('schema_functions') IS NOT NULL AS applied",
+  );
+  assert.equal(functions?.applied, false, "no function file was applied");
   // Yesterday's rows, written as yesterday's code wrote them (no triggers at that schema here).
   const [org] = await db.query<{ id: string }>(
     "INSERT INTO organizations (name, slug) VALUES ('Studio', 'studio') RETURNING id::text",

@@ -44,17 +44,23 @@ export interface TestDb {
 
 /**
  * A fresh store for one test file: an in-memory PGlite, or (with DATABASE_URL) a schema of its
- * own in the real PostgreSQL, dropped afterwards. Migrations are applied.
+ * own in the real PostgreSQL, dropped afterwards. Migrations are applied: all of them, or with
+ * `until` those up to that file and no functions (yesterday's schema, for a migration's test).
  */
-export async function openTestDb(): Promise<TestDb> {
+export async function openTestDb(options: { until?: string } = {}): Promise<TestDb> {
   const url = process.env.DATABASE_URL;
   if (!url) {
+    if (options.until !== undefined) {
+      const db = await openPglite("memory://");
+      await migrate(db, options);
+      return { db, schema: null, drop: () => db.close() };
+    }
     const db = await openPglite("memory://", { loadDataDir: await migratedTemplate() });
     return { db, schema: null, drop: () => db.close() };
   }
   const schema = `t_${randomBytes(6).toString("hex")}`;
   const db = await openPostgres({ url, schema });
-  await migrate(db);
+  await migrate(db, options);
   return {
     db,
     schema,
