@@ -5,11 +5,10 @@ import { Socket } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { openDb } from "../src/db/index.ts";
-import { localIssuer } from "../src/identity/tokens.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { type DevChain, startChain } from "./support/chain/anvil.ts";
 import { processFixture } from "./support/process-fixture.ts";
-import type { ServerProcess } from "./support/server-process.ts";
+import { apiCaller, type ServerProcess } from "./support/server-process.ts";
 
 /**
  * Issue 10, the process: SIGTERM under load loses no accepted request. The compiled server
@@ -30,17 +29,7 @@ const { startServer, dataDirWithDb, freshDatabase } = processFixture();
 
 /** A funded project with an API key and an allowlisted (TARGET, SELECTOR), made through the API. */
 async function seedProject(server: ServerProcess, dataDir: string) {
-  const token = await (await localIssuer(dataDir)).issue("process-test@example.com");
-  const call = async (path: string, body: unknown, method = "POST") => {
-    const res = await fetch(`${server.baseUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    const json = (await res.json()) as Record<string, unknown>;
-    assert.ok(res.ok, `${path}: ${res.status} ${JSON.stringify(json)}`);
-    return json;
-  };
+  const call = await apiCaller(server, dataDir, "process-test@example.com");
   const slug = `proc-${randomBytes(3).toString("hex")}`;
   await call("/orgs", { name: slug, slug });
   const projectId = `proc-${randomBytes(4).toString("hex")}`;

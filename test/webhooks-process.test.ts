@@ -5,11 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { openDb } from "../src/db/index.ts";
-import { localIssuer } from "../src/identity/tokens.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { freshDatabase } from "./support/fresh-database.ts";
 import { startReceiver } from "./support/receiver.ts";
-import { ensureBuilt, type ServerProcess, startServer } from "./support/server-process.ts";
+import { apiCaller, ensureBuilt, type ServerProcess, startServer } from "./support/server-process.ts";
 
 /**
  * Issue 11: a service killed with SIGKILL in the middle of delivering webhooks loses no event.
@@ -44,17 +43,7 @@ describe("webhook delivery across a SIGKILL", () => {
     let server: ServerProcess | null = await startServer(env);
     try {
       await server.waitReady();
-      const token = await (await localIssuer(dataDir)).issue("webhooks-process@example.com");
-      const call = async (path: string, body: unknown) => {
-        const res = await fetch(`${server!.baseUrl}${path}`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-          body: JSON.stringify(body),
-        });
-        const json = (await res.json()) as Record<string, unknown>;
-        assert.ok(res.ok, `${path}: ${res.status} ${JSON.stringify(json)}`);
-        return json;
-      };
+      const call = await apiCaller(server, dataDir, "webhooks-process@example.com");
       const slug = `whp-${randomBytes(3).toString("hex")}`;
       await call("/orgs", { name: slug, slug });
       const projectId = `whp-${randomBytes(4).toString("hex")}`;

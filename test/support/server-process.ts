@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { localIssuer } from "../../src/identity/tokens.ts";
 import { freePort } from "./ports.ts";
 
 export { freePort };
@@ -193,3 +194,21 @@ export async function runToExit(env: Record<string, string | undefined>, timeout
 
 /** A stack trace line, as Node prints them. */
 export const STACK_LINE = /^\s+at .+(\(|:\d+)/m;
+
+/**
+ * A caller of a server process's API as a developer signed in with the local token issuer of its
+ * DATA_DIR: JSON in, JSON out, and any answer but a 2xx fails the test with its body.
+ */
+export async function apiCaller(server: ServerProcess, dataDir: string, email: string) {
+  const token = await (await localIssuer(dataDir)).issue(email);
+  return async (path: string, body: unknown, method = "POST"): Promise<Record<string, unknown>> => {
+    const res = await fetch(`${server.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    const json = (await res.json()) as Record<string, unknown>;
+    assert.ok(res.ok, `${path}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+}
