@@ -12,6 +12,7 @@ import { localIssuer } from "../src/identity/tokens.ts";
 import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
 import { creditDeposit, type Reservation, reserveMany } from "../src/ledger/ledger.ts";
 import { type RefusalRecorder, refusalRecorder } from "../src/refusals/recorder.ts";
+import { foldOldChainOperations } from "../src/retention/chain-operations.ts";
 import { forgetOldRefusals } from "../src/retention/refusals.ts";
 import { forgetExpiredReplays } from "../src/retention/replays.ts";
 import { startChain } from "../test/support/chain/anvil.ts";
@@ -67,6 +68,7 @@ const REFUSAL_CODES: ErrorCode[] = [
 ];
 const REFUSAL_DETAIL_PER_MINUTE = 20;
 const REFUSAL_RETENTION_DAYS = 14;
+const CHAIN_OPERATION_RETENTION_DAYS = 7;
 const PAYMASTER = "0x00000000000000000000000000000000000000aa";
 const MAX_COST = 300_000_000_000_000n;
 // Operations after the checkpoint: the most a parity read meets before the next checkpoint.
@@ -218,8 +220,9 @@ function targetOf(i: number): string {
  *   settled, a `settle` entry, the balance and daily usage moved), one statement per table for
  *   the block, in one transaction; 2 % of operations revert;
  * - every simulated 10 minutes (the maintenance interval is 1 minute; the batches it clears are
- *   the same rows), the retention job (`forgetExpiredReplays`, batches of RETENTION_BATCH_SIZE)
- *   forgets the replays older than 24 hours.
+ *   the same rows), the retention jobs (batches of RETENTION_BATCH_SIZE) forget the replays older
+ *   than 24 hours (`forgetExpiredReplays`) and fold the paid operations older than 7 days into
+ *   their paymaster's totals (`foldOldChainOperations`).
  * Autovacuum does what it does meanwhile; nothing vacuums by hand. Then the checkpoint, then a tail
  * of operations after it, the same way.
  */
@@ -274,6 +277,10 @@ async function retention(db: Db, atMs: number, clock: { retainedAtMs: number }) 
   clock.retainedAtMs = atMs;
   while ((await forgetExpiredReplays(db, atMs, RETENTION_BATCH)) === RETENTION_BATCH) {}
   while ((await forgetOldRefusals(db, atMs, REFUSAL_RETENTION_DAYS, RETENTION_BATCH)) === RETENTION_BATCH) {}
+  while (
+    (await foldOldChainOperations(db, atMs, CHAIN_OPERATION_RETENTION_DAYS, RETENTION_BATCH)) ===
+    RETENTION_BATCH
+  ) {}
 }
 
 async function lifecycleStep(
@@ -373,11 +380,11 @@ async function settleBlock(db: Db, projectId: string, from: number, to: number, 
        o AS (
          INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
              user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
-             billed, unbilled_reason, project_id)
+             billed, unbilled_reason, project_id, created_at)
          SELECT 14601, decode(md5('b' || $2::bigint) || md5($2::bigint || 'b'), 'hex'), s.seq - $2, $2,
            s.tx_hash, decode(substr(s.paymaster, 3), 'hex'), s.user_op_hash, decode(substr(s.sender, 3), 'hex'),
            decode(substr(s.auth_id, 3), 'hex'), s.status = 'success', false, s.actual_gas,
-           s.actual_gas_cost, s.actual_gas_cost, NULL, $1
+           s.actual_gas_cost, s.actual_gas_cost, NULL, $1, $4
          FROM s ORDER BY s.seq)
        SELECT sum(refund)::text AS refund, array_agg(refund ORDER BY seq) AS refunds,
          array_agg(auth_id ORDER BY seq) AS refs

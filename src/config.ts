@@ -236,6 +236,11 @@ export interface Config {
   refusalDetailPerMinute: number;
   /** Days a detailed refusal is kept before the upkeep job removes it; the daily counts stay. */
   refusalRetentionDays: number;
+  /**
+   * Days a fully billed paid operation keeps its own chain_operations row before the upkeep job
+   * folds it into its paymaster's totals (src/retention/chain-operations.ts).
+   */
+  chainOperationRetentionDays: number;
   // Upkeep (src/retention/maintenance.ts): replay and webhook retention, ledger checkpoints.
   /** Between two passes of the upkeep job; 0 disables it. */
   maintenanceIntervalMs: number;
@@ -346,6 +351,7 @@ export function loadConfig(env: Env = process.env): Config {
     refusalFlushMs: read("REFUSAL_FLUSH_MS", (v) => intIn(v, 10, 60_000), 1000),
     refusalDetailPerMinute: read("REFUSAL_DETAIL_PER_MINUTE", (v) => intIn(v, 0, 10_000), 20),
     refusalRetentionDays: read("REFUSAL_RETENTION_DAYS", (v) => intIn(v, 1, 3650), 14),
+    chainOperationRetentionDays: read("CHAIN_OPERATION_RETENTION_DAYS", (v) => intIn(v, 1, 3650), 7),
     maintenanceIntervalMs: read("MAINTENANCE_INTERVAL_MS", (v) => intIn(v, 0, 3_600_000), 60_000),
     retentionBatchSize: read("RETENTION_BATCH_SIZE", (v) => intIn(v, 1, 100_000), 1000),
     checkpointEveryEntries: read("CHECKPOINT_EVERY_ENTRIES", (v) => intIn(v, 1, 10_000_000), 10_000),

@@ -161,6 +161,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     checkpointEvery: config.checkpointEveryEntries,
     webhookRetentionDays: config.webhookRetentionDays,
     refusalRetentionDays: config.refusalRetentionDays,
+    chainOperationRetentionDays: config.chainOperationRetentionDays,
     now,
   });
   return {

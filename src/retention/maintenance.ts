@@ -1,6 +1,7 @@
 import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
 import type { Db } from "../db/db.ts";
 import { checkpointDueProjects } from "../ledger/checkpoints.ts";
+import { foldOldChainOperations } from "./chain-operations.ts";
 import { forgetOldRefusals } from "./refusals.ts";
 import { forgetExpiredReplays } from "./replays.ts";
 import { forgetFinishedDeliveries, forgetOldEvents, type OutboxPosition } from "./webhooks.ts";
@@ -16,6 +17,8 @@ export interface MaintenanceOptions {
   webhookRetentionDays: number;
   /** Days a detailed refusal is kept (REFUSAL_RETENTION_DAYS; 14 unless given). */
   refusalRetentionDays?: number;
+  /** Days a fully billed paid operation keeps its own row (CHAIN_OPERATION_RETENTION_DAYS; 7 unless given). */
+  chainOperationRetentionDays?: number;
   now: () => number;
 }
 
@@ -39,6 +42,8 @@ export interface MaintenancePass {
   eventsRemoved: number;
   /** Detailed refusals removed (their daily counts stay). */
   refusalsRemoved: number;
+  /** Paid operations folded into their paymaster's totals. */
+  chainOperationsFolded: number;
   checkpointed: string[];
 }
 
@@ -46,7 +51,8 @@ export interface MaintenancePass {
  * The background upkeep that keeps reads and storage bounded: replays whose 24 hours are over are
  * forgotten (retention/replays.ts), finished webhook deliveries and old outbox events are removed
  * (retention/webhooks.ts), detailed refusals past REFUSAL_RETENTION_DAYS are removed
- * (retention/refusals.ts), and ledger checkpoints are written (ledger/checkpoints.ts). Every
+ * (retention/refusals.ts), paid operations past CHAIN_OPERATION_RETENTION_DAYS are folded into
+ * their paymaster's totals (retention/chain-operations.ts), and ledger checkpoints are written (ledger/checkpoints.ts). Every
  * instance runs it; every part is safe to run side by side (SKIP LOCKED, and a table lock plus
  * a primary key), so no leader is needed.
  */
@@ -82,12 +88,22 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
     const refusalsRemoved = await drain(() =>
       forgetOldRefusals(db, options.now(), options.refusalRetentionDays ?? 14, batchSize),
     );
+    const chainOperationsFolded = await drain(() =>
+      foldOldChainOperations(db, options.now(), options.chainOperationRetentionDays ?? 7, batchSize),
+    );
     const checkpointed = await checkpointDueProjects(
       db,
       options.checkpointEvery,
       CHECKPOINT_PROJECTS_PER_PASS,
     );
-    return { forgotten, deliveriesRemoved, eventsRemoved, refusalsRemoved, checkpointed };
+    return {
+      forgotten,
+      deliveriesRemoved,
+      eventsRemoved,
+      refusalsRemoved,
+      chainOperationsFolded,
+      checkpointed,
+    };
   };
   let loop: PollLoop | null = null;
   return {

@@ -29,9 +29,14 @@ export async function recordOperation(
   op: ChainOperation,
 ): Promise<Recorded> {
   const key = [chainId, op.blockHash.toLowerCase(), op.logIndex] as const;
+  // Recorded: its row is here, or its block is at or below what the retention job folded into the
+  // paymaster's totals (migration 033), every log of which was recorded before it was folded.
   const seen = await tx.query(
-    `SELECT 1 FROM chain_operations WHERE chain_id = $1 AND block_hash = ${bytes("$2")} AND log_index = $3`,
-    [...key],
+    `SELECT 1 FROM chain_operations WHERE chain_id = $1 AND block_hash = ${bytes("$2")} AND log_index = $3
+     UNION ALL
+     SELECT 1 FROM chain_operation_totals
+       WHERE chain_id = $1 AND paymaster = ${bytes("$4")} AND through_block >= $5`,
+    [...key, paymaster, op.blockNumber.toString()],
   );
   if (seen.length > 0) return { op, billing: null, unbilledWei: 0n, reason: null };
   const billing: Billing = op.authId
@@ -146,7 +151,13 @@ export interface PaidTotals {
   unattributedCount: number;
 }
 
-/** What the paymaster paid on chain and what tanks were charged, from a block on (orphans excluded). */
+/**
+ * What the paymaster paid on chain and what tanks were charged, from a block on (orphans
+ * excluded): the folded totals (migration 033) plus the rows still kept. Old rows are folded
+ * whole, so a `fromBlock` inside the folded range cannot be answered as asked: the count then
+ * starts after the folded range and `fromBlock` in the answer says so. Without a `fromBlock`, or
+ * with one at or before the first folded block, it is the whole history.
+ */
 export async function paidTotals(
   db: Queryable,
   chainId: number,
@@ -154,6 +165,27 @@ export async function paidTotals(
   fromBlock: bigint | null,
 ): Promise<PaidTotals> {
   const rows = await db.query<{
+    folded_from: string | null;
+    folded_through: string | null;
+    folded_n: string;
+    folded_paid: string;
+    folded_billed: string;
+  }>(
+    `SELECT first_block::text AS folded_from, through_block::text AS folded_through,
+       operations::text AS folded_n, paid::text AS folded_paid, billed::text AS folded_billed
+     FROM chain_operation_totals WHERE chain_id = $1 AND paymaster = ${bytes("$2")}`,
+    [chainId, paymaster],
+  );
+  const folded = rows[0];
+  const foldedFrom = folded?.folded_from == null ? null : BigInt(folded.folded_from);
+  const foldedThrough = folded?.folded_through == null ? null : BigInt(folded.folded_through);
+  // Whether the folded totals count, and from which block the kept rows do.
+  const wholeHistory = foldedFrom === null || fromBlock === null || fromBlock <= foldedFrom;
+  const rowsFrom =
+    foldedThrough !== null && !wholeHistory && fromBlock !== null && fromBlock <= foldedThrough
+      ? foldedThrough + 1n
+      : (fromBlock ?? 0n);
+  const kept = await db.query<{
     n: number;
     paid: string;
     billed: string;
@@ -167,18 +199,30 @@ export async function paidTotals(
        min(block_number)::text AS first_block, max(block_number)::text AS last_block
      FROM chain_operations
      WHERE chain_id = $1 AND paymaster = ${bytes("$2")} AND orphaned_at IS NULL AND block_number >= $3`,
-    [chainId, paymaster, (fromBlock ?? 0n).toString()],
+    [chainId, paymaster, (wholeHistory ? (fromBlock ?? 0n) : rowsFrom).toString()],
   );
-  const r = rows[0]!;
-  const paidWei = BigInt(r.paid);
-  const billedWei = BigInt(r.billed);
+  const r = kept[0]!;
+  const withFolded = wholeHistory && folded !== undefined;
+  const paidWei = BigInt(r.paid) + (withFolded ? BigInt(folded.folded_paid) : 0n);
+  const billedWei = BigInt(r.billed) + (withFolded ? BigInt(folded.folded_billed) : 0n);
+  const firstKept = r.first_block === null ? null : BigInt(r.first_block);
+  const lastKept = r.last_block === null ? null : BigInt(r.last_block);
+  const first =
+    withFolded && foldedFrom !== null && (firstKept === null || foldedFrom < firstKept)
+      ? foldedFrom
+      : firstKept;
+  const last =
+    withFolded && foldedThrough !== null && (lastKept === null || foldedThrough > lastKept)
+      ? foldedThrough
+      : lastKept;
   return {
-    fromBlock: fromBlock ?? (r.first_block === null ? null : BigInt(r.first_block)),
-    throughBlock: r.last_block === null ? null : BigInt(r.last_block),
-    operations: r.n,
+    fromBlock: wholeHistory ? (fromBlock ?? first) : rowsFrom,
+    throughBlock: last,
+    operations: r.n + (withFolded ? Number(folded.folded_n) : 0),
     paidWei,
     billedWei,
     unattributedWei: paidWei - billedWei,
+    // Folded rows were all fully billed.
     unattributedCount: r.unbilled_n,
   };
 }
