@@ -52,6 +52,10 @@ export interface ChainConfig {
   feeRefreshMs: number;
   /** A fee reading older than this is stale and authorize refuses the chain with 503. */
   feeMaxAgeMs: number;
+  /**
+   * Served by this deployment: listed in CHAINS. config.chains holds only those, so it is true
+   * for every entry; whether the chain's RPC answers is the fee oracle's to say.
+   */
   active: boolean;
   /** How often the chain watchers (settlement, deposits) poll the RPC. */
   pollIntervalMs: number;
@@ -257,14 +261,36 @@ type Env = Record<string, string | undefined>;
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 const ENTRYPOINT_V07 = "0x0000000071727De22E5E9d8BAf0edAc6f37da032";
 const ENTRYPOINT_V08 = "0x4337084D9E255Ff0702461CF8895CE9E3b5Ff108";
-const BUILT_IN_CHAINS = [
+/** What a chain built into the service brings: every setting but these has the same default everywhere. */
+interface BuiltInChain {
+  chainId: number;
+  name: string;
+  nativeCurrency: { name: string; symbol: string; decimals: number };
+  defaultRpcUrl: string;
+}
+
+const BUILT_IN_CHAINS: readonly BuiltInChain[] = [
   {
     chainId: 14601,
     name: "Sonic Testnet",
     nativeCurrency: { name: "Sonic", symbol: "S", decimals: 18 },
     defaultRpcUrl: "https://rpc.testnet.soniclabs.com",
   },
+  {
+    chainId: 146,
+    name: "Sonic",
+    nativeCurrency: { name: "Sonic", symbol: "S", decimals: 18 },
+    defaultRpcUrl: "https://rpc.soniclabs.com",
+  },
 ];
+
+/**
+ * The largest chain id CHAINS accepts. The tables keep chain_id as a PostgreSQL `integer`, so a
+ * larger id would pass the boot and then fail on the first row written for it.
+ */
+const MAX_CHAIN_ID = 2 ** 31 - 1;
+/** Each served chain runs its own watchers and fee oracle loop: a bound on what one setting starts. */
+const MAX_CHAINS = 64;
 
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
@@ -303,7 +329,7 @@ export function loadConfig(env: Env = process.env): Config {
         | "off",
     },
     depositXpub: read("DEPOSIT_XPUB", xpub, null),
-    chains: BUILT_IN_CHAINS.map((c) => readChain(c, read, problems)),
+    chains: read("CHAINS", chainIdList, [14601]).map((chainId) => readChain(chainId, env, read, problems)),
     logLevel: read("LOG_LEVEL", (v) => oneOf(v, LOG_LEVELS), "info"),
     keyCacheTtlMs: read("KEY_CACHE_TTL_MS", (v) => intIn(v, 0, 5000), 2000),
     clockSkewSec: read("CLOCK_SKEW_SEC", (v) => intIn(v, 0, 3600), 60),
@@ -418,18 +444,41 @@ function endpointList(v: string): RedisEndpoint[] {
   });
 }
 
+/**
+ * CHAINS: the chain ids this deployment serves, comma-separated, in order (the first is the home
+ * chain of projects created from then on). Chain ids are public, so a bad entry is quoted.
+ */
+function chainIdList(v: string): number[] {
+  const entries = v.split(",").map((e) => e.trim());
+  if (entries.length > MAX_CHAINS) throw new Error(`must list at most ${MAX_CHAINS} chain ids`);
+  const ids: number[] = [];
+  for (const [i, entry] of entries.entries()) {
+    const id = /^\d{1,16}$/.test(entry) ? Number(entry) : 0;
+    if (id < 1 || id > MAX_CHAIN_ID) {
+      const shown = /^[!-~]{1,20}$/.test(entry) ? ` ("${entry}")` : "";
+      throw new Error(`entry ${i + 1}${shown} is not a chain id (an integer from 1 to ${MAX_CHAIN_ID})`);
+    }
+    if (ids.includes(id)) throw new Error(`chain ${id} is listed twice`);
+    ids.push(id);
+  }
+  return ids;
+}
+
+/**
+ * One chain of CHAINS. A built-in chain has a default for every setting; any other chain must be
+ * given its name, RPC URL and currency symbol, and shares the other defaults with the built-ins.
+ */
 function readChain(
-  c: (typeof BUILT_IN_CHAINS)[number],
+  chainId: number,
+  env: Env,
   read: <T>(name: string, parse: (raw: string) => T, fallback: T) => T,
   problems: string[],
 ): ChainConfig {
-  const p = `CHAIN_${c.chainId}_`;
+  const p = `CHAIN_${chainId}_`;
   const entryPoints = readEntryPoints(p, read, problems);
   const chain: ChainConfig = {
-    chainId: c.chainId,
-    name: c.name,
-    nativeCurrency: c.nativeCurrency,
-    rpcUrl: read(`${p}RPC_URL`, url(["http:", "https:", "ws:", "wss:"]), c.defaultRpcUrl),
+    chainId,
+    ...readIdentity(chainId, env, read, problems),
     entryPoint: entryPoints[0]!.entryPoint,
     paymaster: entryPoints[0]!.paymaster,
     entryPoints,
@@ -444,6 +493,7 @@ function readChain(
     feeMarginPercent: read(`${p}FEE_MARGIN_PERCENT`, (v) => intIn(v, 0, 1000), 50),
     feeRefreshMs: read(`${p}FEE_REFRESH_MS`, (v) => intIn(v, 50, 600_000), 1000),
     feeMaxAgeMs: read(`${p}FEE_MAX_AGE_MS`, (v) => intIn(v, 100, 3_600_000), 30_000),
+    // Served here: config.chains holds exactly the chains of CHAINS.
     active: true,
     pollIntervalMs: read(`${p}POLL_INTERVAL_MS`, (v) => intIn(v, 50, 600_000), 2000),
     startBlock: read(`${p}START_BLOCK`, (v) => BigInt(intIn(v, 0, Number.MAX_SAFE_INTEGER)), null),
@@ -463,6 +513,40 @@ function readChain(
     problems.push(`${p}FEE_MAX_AGE_MS: must be at least twice ${p}FEE_REFRESH_MS`);
   }
   return chain;
+}
+
+/**
+ * What a chain is called, what it pays gas in and where its node is: from the built-in entry,
+ * each part overridable, or (a chain not built in) from its settings, of which the name, the RPC
+ * URL and the currency symbol are required.
+ */
+function readIdentity(
+  chainId: number,
+  env: Env,
+  read: <T>(name: string, parse: (raw: string) => T, fallback: T) => T,
+  problems: string[],
+): Pick<ChainConfig, "name" | "nativeCurrency" | "rpcUrl"> {
+  const p = `CHAIN_${chainId}_`;
+  const builtIn = BUILT_IN_CHAINS.find((c) => c.chainId === chainId);
+  if (!builtIn) {
+    for (const name of [`${p}NAME`, `${p}RPC_URL`, `${p}CURRENCY_SYMBOL`]) {
+      if (env[name] === undefined || env[name] === "") {
+        problems.push(`${name}: required, as chain ${chainId} is in CHAINS and is not built in`);
+      }
+    }
+  }
+  // A chain that is not built in and lacks a required setting gets "" for it; the boot stops on
+  // the problem above before anything reads the value.
+  const symbol = read(`${p}CURRENCY_SYMBOL`, (v) => printable(v, 11), builtIn?.nativeCurrency.symbol ?? "");
+  return {
+    name: read(`${p}NAME`, (v) => printable(v, 64, true), builtIn?.name ?? ""),
+    nativeCurrency: {
+      name: read(`${p}CURRENCY_NAME`, (v) => printable(v, 64, true), builtIn?.nativeCurrency.name ?? symbol),
+      symbol,
+      decimals: read(`${p}CURRENCY_DECIMALS`, (v) => intIn(v, 0, 36), builtIn?.nativeCurrency.decimals ?? 18),
+    },
+    rpcUrl: read(`${p}RPC_URL`, url(["http:", "https:", "ws:", "wss:"]), builtIn?.defaultRpcUrl ?? ""),
+  };
 }
 
 /**

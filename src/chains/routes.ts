@@ -26,7 +26,13 @@ const Chain = Type.Object(
     maxFeePerGasWei: Type.String({
       description: "Ceiling of the fee oracle: no authorization allows a higher maxFeePerGas",
     }),
-    active: Type.Boolean(),
+    active: Type.Boolean({
+      description: "Configured (listed in the CHAINS setting) and reachable: sponsorship works on it now",
+    }),
+    reachable: Type.Boolean({
+      description:
+        "The chain's node answers: the fee oracle holds a fresh reading of its fees. False while the chain is unreachable, and for a chain with no paymaster (its fees are not read)",
+    }),
   },
   { $id: "Chain" },
 );
@@ -57,6 +63,11 @@ export const chainRoutes: RoutePlugin = async (app, { services }) => {
         response: responses({ 200: Type.Array(Chain) }),
       },
     },
-    async () => chains,
+    // `reachable` is read per request: it moves with the fee oracle's cache, with no RPC call here.
+    async () =>
+      chains.map((c) => {
+        const reachable = services.feeOracle.current(c.chainId).kind === "fresh";
+        return { ...c, active: c.active && reachable, reachable };
+      }),
   );
 };
