@@ -392,13 +392,13 @@ async function settleBlock(db: Db, projectId: string, from: number, to: number, 
       [projectId, from, to, at],
     );
     // The `settle` entries and the balance, through the ledger's one writer, as billOperation does.
-    await tx.query("SELECT ledger_move($1, 'settle', $2::numeric[], $3::text[])", [
+    await tx.query("SELECT ledger_move($1, 14601, 'settle', $2::numeric[], $3::text[])", [
       projectId,
       moved!.refunds,
       moved!.refs,
     ]);
     await tx.query(
-      "SELECT daily_usage_adjust($1, ($2::timestamptz AT TIME ZONE 'UTC')::date, -$3::numeric)",
+      "SELECT daily_usage_adjust($1, 14601, ($2::timestamptz AT TIME ZONE 'UTC')::date, -$3::numeric)",
       [projectId, new Date(atMs - 30_000), moved!.refund],
     );
   });

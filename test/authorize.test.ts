@@ -362,6 +362,7 @@ describe("money under concurrency", () => {
       cachedBalance: "0",
       delta: "0",
       inSync: true,
+      chains: [{ chainId: 14601, ledgerBalance: "0", cachedBalance: "0", delta: "0", inSync: true }],
     });
   });
 

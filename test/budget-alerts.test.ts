@@ -92,10 +92,10 @@ describe("budget.threshold", () => {
 
     // A release gives one back (the same call settlement and expiry make), and the next
     // reservation crosses 90 % again: nothing is repeated.
-    await t.db.query("SELECT daily_usage_adjust($1, (now() AT TIME ZONE 'UTC')::date, -($2::numeric))", [
-      p.projectId,
-      cost,
-    ]);
+    await t.db.query(
+      "SELECT daily_usage_adjust($1, 14601, (now() AT TIME ZONE 'UTC')::date, -($2::numeric))",
+      [p.projectId, cost],
+    );
     await grant(p, 1);
     assert.deepEqual(await percents(), [50, 75, 90]);
     await grant(p, 1); // 10 of 10

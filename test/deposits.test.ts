@@ -72,6 +72,7 @@ describe("GET /projects/:id/deposits", () => {
       assert.ok(credit);
       const { reversedWei } = await reverseCredit(tx, {
         projectId: p.projectId,
+        chainId: 14601,
         reference: `reorg:${credit.reference}:${gone.blockHash}`,
         amountWei: 7n,
       });

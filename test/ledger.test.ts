@@ -277,6 +277,8 @@ describe("funds parity", () => {
       cachedBalance: "1234",
       delta: "234",
       inSync: false,
+      // Every tank of the project (migration 035); this one has its home chain's alone.
+      chains: [{ chainId: 14601, ledgerBalance: "1000", cachedBalance: "1234", delta: "234", inSync: false }],
     });
     const all = await t.request({ method: "GET", url: "/projects/funds/parity-report", token });
     assert.equal(all.json().total, 3);

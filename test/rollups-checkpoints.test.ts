@@ -215,7 +215,7 @@ describe("a checkpoint and a reservation of the same project (PostgreSQL)", () =
           await sleep(10);
         }
         await tx.query(
-          "INSERT INTO ledger_entries (project_id, kind, amount, reference) VALUES ($1, 'deposit', 5, $2)",
+          "INSERT INTO ledger_entries (project_id, chain_id, kind, amount, reference) VALUES ($1, 14601, 'deposit', 5, $2)",
           [p.projectId, `dl:${p.projectId}:1`],
         );
         await tx.query("UPDATE projects SET gas_tank_balance = gas_tank_balance + 5 WHERE id = $1", [

@@ -307,6 +307,7 @@ async function apply(projectId: string, op: Op, authIds: { authId: string; cost:
         reverseBilling(tx, {
           authId: a.authId,
           projectId,
+          chainId: 14601,
           billedWei: BigInt(row.cost),
           reference: `rev:${a.authId}:${randomBytes(3).toString("hex")}`,
         }),

@@ -174,6 +174,7 @@ describe("events written by the real triggers", () => {
       await reverseBilling(tx, {
         authId: reversed.authorizationId,
         projectId: p.projectId,
+        chainId: 14601,
         billedWei: 2_000_000n,
         reference: `reorg:${reversed.authorizationId}`,
       });

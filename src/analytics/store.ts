@@ -55,7 +55,8 @@ export async function overview(db: Queryable, projectId: string, nowMs: number):
     ),
     db.query<{ balance: string; cap: string | null; spent: string | null }>(
       `SELECT p.gas_tank_balance::text AS balance, p.daily_cap::text AS cap, u.spent::text AS spent
-       FROM projects p LEFT JOIN daily_usage u ON u.project_id = p.id AND u.day = $2::date
+       FROM projects p LEFT JOIN daily_usage u
+         ON u.project_id = p.id AND u.chain_id = p.home_chain_id AND u.day = $2::date
        WHERE p.id = $1`,
       [projectId, day],
     ),

@@ -324,7 +324,11 @@ async function creditDeposits(
       if (recorded.kind === "known") return recorded;
       const { projectId, amountWei } = d;
       // False only for a transfer credited before credits were recorded by block: it stays credited.
-      const fresh = await creditDeposit(db, { projectId, reference: recorded.reference, amountWei }, tx);
+      const fresh = await creditDeposit(
+        db,
+        { projectId, chainId, reference: recorded.reference, amountWei },
+        tx,
+      );
       return { ...recorded, fresh };
     });
     if (outcome.kind === "known") {
@@ -362,6 +366,7 @@ async function takeBack(
     if (!locked) return null;
     const reversal = await reverseCredit(tx, {
       projectId: locked.projectId,
+      chainId,
       reference: reversalReference(locked.reference, locked.blockHash),
       amountWei: locked.amountWei,
     });

@@ -19,7 +19,7 @@ export function depositReference(chainId: number, txHash: string, position: stri
 const SELECT = `SELECT f.project_id, f.chain_id, f.address, f.created_at,
     (COALESCE((SELECT sum(l.amount) FROM ledger_entries l
                WHERE l.project_id = f.project_id AND l.kind = 'deposit'
-                 AND l.reference LIKE f.chain_id || ':%'), 0)
+                 AND l.chain_id = f.chain_id), 0)
      - COALESCE((SELECT sum(d.reversed) FROM chain_deposits d
                  WHERE d.project_id = f.project_id AND d.chain_id = f.chain_id AND d.orphaned_at IS NOT NULL), 0)
     )::text AS total_credited

@@ -19,6 +19,7 @@ import type { ChainClient } from "../chains/rpc.ts";
 import type { ChainConfig } from "../config.ts";
 import { type EntryPointVersion, type LiveEntryPoint, liveEntryPoints } from "../config.ts";
 import type { Queryable } from "../db/db.ts";
+import { TANKS_ON_CHAIN_SQL } from "../ledger/ledger.ts";
 
 export type CoverageState = "ok" | "low" | "short" | "unknown";
 
@@ -123,7 +124,7 @@ export async function readDepositCoverage(
 
 async function promisedOnChain(db: Queryable, chainId: number) {
   const [tanks, reserved] = await Promise.all([
-    db.query<{ tanks: string }>("SELECT COALESCE(sum(gas_tank_balance), 0)::text AS tanks FROM projects"),
+    db.query<{ tanks: string }>(`SELECT (${TANKS_ON_CHAIN_SQL})::text AS tanks`, [chainId]),
     db.query<{ paymaster: string | null; reserved: string }>(
       `SELECT paymaster, sum(max_gas_cost)::text AS reserved FROM sponsorship_status_index
        WHERE chain_id = $1 AND status = 'pending' GROUP BY paymaster`,

@@ -3,7 +3,7 @@ import type { Queryable } from "../db/db.ts";
 import { type Reservation, type ReserveOutcome, reserveMany } from "./ledger.ts";
 
 /**
- * Groups concurrent reservations of the same project into one database call. Every reservation
+ * Groups concurrent reservations of the same project on the same chain into one database call. Every reservation
  * of a project serialises on the project's row until its transaction commits (and its commit
  * record is flushed), so one call per request caps a busy project at one commit per flush. Here a
  * project has at most one call in flight; whatever arrives meanwhile goes in the next call.
@@ -14,9 +14,10 @@ export interface ReservationBatcher {
 
 /** `observeBatch` learns each batch's size (the reservation batch metric). */
 export function reservationBatcher(db: Queryable, observeBatch?: (size: number) => void): ReservationBatcher {
-  const send = batchPerKey((projectId: string, items: Reservation[]) => {
+  // One batch per project and chain: a chain's reservations are decided on that chain's tank.
+  const send = batchPerKey((_key: string, items: Reservation[]) => {
     observeBatch?.(items.length);
-    return reserveMany(db, projectId, items);
+    return reserveMany(db, items[0]!.projectId, items);
   });
-  return { reserve: (r) => send(r.projectId, r) };
+  return { reserve: (r) => send(`${r.chainId}:${r.projectId}`, r) };
 }

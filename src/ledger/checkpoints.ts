@@ -1,8 +1,9 @@
 import type { Db, Queryable } from "../db/db.ts";
 
 /**
- * Ledger checkpoints (migrations/012_rollups.sql): a verified balance per project, so that
- * parity reads the latest checkpoint plus the entries after it instead of the whole ledger.
+ * Ledger checkpoints (migrations/012_rollups.sql): a verified balance per tank (project and chain,
+ * migration 035), so that parity reads the latest checkpoint plus the chain's entries after it
+ * instead of the whole ledger.
  *
  * A checkpoint is the previous one (or zero) plus the entries after it, written only when that
  * sum equals the cached balance at the same instant: every checkpoint is itself a parity check
@@ -36,8 +37,8 @@ export async function projectsDueForCheckpoint(
 }
 
 /**
- * Writes a checkpoint for each of the projects whose ledger agrees with its cached balance, in
- * one transaction; returns the projects checkpointed.
+ * Writes a checkpoint for each tank of the projects whose ledger agrees with its cached balance,
+ * in one transaction; returns the projects with a tank checkpointed.
  *
  * Ledger ids are handed out before their transactions commit, so an entry with a smaller id
  * than one already visible may still be on its way. A SHARE lock on ledger_entries waits for
@@ -54,26 +55,32 @@ export async function writeCheckpoints(db: Db, projectIds: string[]): Promise<st
     await tx.query("SET LOCAL lock_timeout = '2s'");
     await tx.query("LOCK TABLE ledger_entries IN SHARE MODE");
     const rows = await tx.query<{ project_id: string }>(
-      `WITH latest AS (
-         SELECT p.id AS project_id, p.gas_tank_balance AS cached,
-           COALESCE(c.last_entry_id, 0) AS after_id, COALESCE(c.balance, 0) AS balance, COALESCE(c.entries, 0) AS entries
-         FROM projects p
-         LEFT JOIN LATERAL (SELECT last_entry_id, balance, entries FROM ledger_checkpoints
-           WHERE project_id = p.id ORDER BY last_entry_id DESC LIMIT 1) c ON true
+      `WITH tanks AS (
+         SELECT p.id AS project_id, t.chain_id, t.cached FROM projects p
+         CROSS JOIN LATERAL (
+           SELECT p.home_chain_id AS chain_id, p.gas_tank_balance AS cached
+           UNION ALL
+           SELECT g.chain_id, g.balance FROM gas_tanks g WHERE g.project_id = p.id AND g.chain_id <> p.home_chain_id) t
          WHERE p.id = ANY($1::text[])
+       ), latest AS (
+         SELECT k.project_id, k.chain_id, k.cached, COALESCE(c.last_entry_id, 0) AS after_id,
+           COALESCE(c.balance, 0) AS balance, COALESCE(c.entries, 0) AS entries
+         FROM tanks k
+         LEFT JOIN LATERAL (SELECT last_entry_id, balance, entries FROM ledger_checkpoints
+           WHERE project_id = k.project_id AND chain_id = k.chain_id ORDER BY last_entry_id DESC LIMIT 1) c ON true
        ), next AS (
-         SELECT l.project_id, l.cached, t.last_id, l.balance + t.amount AS balance, l.entries + t.n AS entries
+         SELECT l.project_id, l.chain_id, l.cached, t.last_id, l.balance + t.amount AS balance, l.entries + t.n AS entries
          FROM latest l, LATERAL (SELECT max(e.id) AS last_id, COALESCE(sum(e.amount), 0) AS amount, count(*) AS n
-           FROM ledger_entries e WHERE e.project_id = l.project_id AND e.id > l.after_id) t
+           FROM ledger_entries e WHERE e.project_id = l.project_id AND e.id > l.after_id AND e.chain_id = l.chain_id) t
          WHERE t.last_id IS NOT NULL
        )
-       INSERT INTO ledger_checkpoints (project_id, last_entry_id, balance, entries)
-       SELECT project_id, last_id, balance, entries FROM next WHERE balance = cached
+       INSERT INTO ledger_checkpoints (project_id, chain_id, last_entry_id, balance, entries)
+       SELECT project_id, chain_id, last_id, balance, entries FROM next WHERE balance = cached
        ON CONFLICT (project_id, last_entry_id) DO NOTHING
        RETURNING project_id`,
       [projectIds],
     );
-    return rows.map((r) => r.project_id);
+    return [...new Set(rows.map((r) => r.project_id))];
   });
 }
 

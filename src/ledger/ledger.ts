@@ -4,9 +4,18 @@ import type { Db, Queryable } from "../db/db.ts";
 
 /**
  * The gas tank ledger (DESIGN.md §2). Every movement is an append-only entry with a unique
- * reference, and the cached `projects.gas_tank_balance` moves in the same transaction, so the
- * two always agree and nothing is applied twice. Amounts are wei as bigint.
+ * reference, on one chain, and that chain's cached tank (`projects.gas_tank_balance` for the
+ * project's home chain, a `gas_tanks` row for another; migration 035) moves in the same
+ * transaction, so the two always agree, nothing is applied twice, and nothing moves value between
+ * chains. Amounts are the chain's smallest unit (wei) as bigint.
  */
+
+/**
+ * SQL: the sum of every project's tank on the chain given as $1 (migration 035: the home chain's
+ * tanks are projects' rows, the others gas_tanks rows, never both for one project and chain).
+ */
+export const TANKS_ON_CHAIN_SQL = `COALESCE((SELECT sum(gas_tank_balance) FROM projects WHERE home_chain_id = $1), 0)
+  + COALESCE((SELECT sum(balance) FROM gas_tanks WHERE chain_id = $1), 0)`;
 
 export interface Reservation {
   projectId: string;
@@ -74,6 +83,7 @@ export async function reserveMany(
   const nowMs = Math.max(...items.map((r) => r.requestedAtMs));
   for (const r of items) {
     assert.equal(r.projectId, projectId, "a batch holds one project");
+    assert.equal(r.chainId, items[0]!.chainId, "a batch holds one chain");
     assert.ok(r.maxGasCostWei >= 0n, "maxGasCost must not be negative");
     assert.ok(r.validUntilSec > r.validAfterSec, "validUntil must be after validAfter");
     assert.ok(r.maxPriorityFeePerGasWei <= r.maxFeePerGasWei, "priority fee ceiling above the fee ceiling");
@@ -233,7 +243,7 @@ export async function billOperation(tx: Queryable, op: PaidOperation): Promise<B
 async function settlePending(
   tx: Queryable,
   op: PaidOperation,
-  row: { project_id: string; max_gas_cost: string; day: string },
+  row: { project_id: string; chain_id: number; max_gas_cost: string; day: string },
 ): Promise<Billing> {
   // The contract makes the EntryPoint's prefund (the most it can charge) fit the reservation,
   // so the cost never exceeds it; were it ever to, the tank pays the reservation and the rest
@@ -242,8 +252,8 @@ async function settlePending(
   const billedWei = op.actualGasCostWei <= maxWei ? op.actualGasCostWei : maxWei;
   await markSettled(tx, op, billedWei);
   const refund = maxWei - billedWei;
-  await move(tx, row.project_id, "settle", refund, op.authId);
-  await giveBackDailyUsage(tx, row.project_id, row.day, refund);
+  await move(tx, row.project_id, row.chain_id, "settle", refund, op.authId);
+  await giveBackDailyUsage(tx, row.project_id, row.chain_id, row.day, refund);
   await adjustPolicyUsage(tx, op.authId, refund, 0);
   const shortfall = billedWei < op.actualGasCostWei ? "cost_above_reservation" : null;
   return { kind: "charged", projectId: row.project_id, billedWei, late: false, shortfall };
@@ -252,19 +262,15 @@ async function settlePending(
 async function settleLate(
   tx: Queryable,
   op: PaidOperation,
-  row: { project_id: string; max_gas_cost: string; day: string },
+  row: { project_id: string; chain_id: number; max_gas_cost: string; day: string },
 ): Promise<Billing> {
-  const tank = await tx.query<{ balance: string }>(
-    "SELECT gas_tank_balance::text AS balance FROM projects WHERE id = $1 FOR UPDATE",
-    [row.project_id],
-  );
-  const balanceWei = BigInt(tank[0]!.balance);
+  const balanceWei = await lockedTank(tx, row.project_id, row.chain_id);
   const maxWei = BigInt(row.max_gas_cost);
   const due = op.actualGasCostWei <= maxWei ? op.actualGasCostWei : maxWei;
   const billedWei = due <= balanceWei ? due : balanceWei;
   await markSettled(tx, op, billedWei);
-  await move(tx, row.project_id, "late_settle", -billedWei, op.authId);
-  await adjustDailyUsage(tx, row.project_id, row.day, billedWei);
+  await move(tx, row.project_id, row.chain_id, "late_settle", -billedWei, op.authId);
+  await adjustDailyUsage(tx, row.project_id, row.chain_id, row.day, billedWei);
   // Its release gave the whole reservation back to the policy windows: count what was charged again.
   await adjustPolicyUsage(tx, op.authId, -billedWei, -1);
   const shortfall = billedWei < op.actualGasCostWei ? "tank_short_after_release" : null;
@@ -287,9 +293,9 @@ async function markSettled(tx: Queryable, op: PaidOperation, billedWei: bigint):
  */
 export async function reverseBilling(
   tx: Queryable,
-  r: { authId: string; projectId: string; billedWei: bigint; reference: string },
+  r: { authId: string; projectId: string; chainId: number; billedWei: bigint; reference: string },
 ): Promise<boolean> {
-  const applied = await move(tx, r.projectId, "reversal", r.billedWei, r.reference);
+  const applied = await move(tx, r.projectId, r.chainId, "reversal", r.billedWei, r.reference);
   if (!applied) return false;
   const rows = await tx.query<{ day: string }>(
     `UPDATE sponsorships SET status = 'expired', actual_gas = 0, actual_gas_cost = 0, tx_hash = NULL,
@@ -297,7 +303,7 @@ export async function reverseBilling(
      WHERE ${BY_AUTH_ID} RETURNING ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
     [r.authId],
   );
-  if (rows[0]) await giveBackDailyUsage(tx, r.projectId, rows[0].day, r.billedWei);
+  if (rows[0]) await giveBackDailyUsage(tx, r.projectId, r.chainId, rows[0].day, r.billedWei);
   // Now as if released: the charge and the operation go back to its policy windows.
   await adjustPolicyUsage(tx, r.authId, r.billedWei, 1);
   return true;
@@ -306,53 +312,93 @@ export async function reverseBilling(
 /** Releases a reservation whose window ended without the operation appearing. At most once. */
 export async function release(db: Db, authId: string): Promise<boolean> {
   return db.transaction(async (tx) => {
-    const rows = await tx.query<{ project_id: string; max_gas_cost: string; day: string }>(
+    const rows = await tx.query<{ project_id: string; chain_id: number; max_gas_cost: string; day: string }>(
       `UPDATE sponsorships SET status = 'expired', settled_at = now()
        WHERE ${BY_AUTH_ID} AND status = 'pending'
-       RETURNING project_id, max_gas_cost::text, ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
+       RETURNING project_id, chain_id, max_gas_cost::text, ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
       [authId],
     );
     const row = rows[0];
     if (!row) return false;
-    await move(tx, row.project_id, "release", BigInt(row.max_gas_cost), authId);
-    await giveBackDailyUsage(tx, row.project_id, row.day, BigInt(row.max_gas_cost));
+    await move(tx, row.project_id, row.chain_id, "release", BigInt(row.max_gas_cost), authId);
+    await giveBackDailyUsage(tx, row.project_id, row.chain_id, row.day, BigInt(row.max_gas_cost));
     await adjustPolicyUsage(tx, authId, BigInt(row.max_gas_cost), 1);
     return true;
   });
 }
 
-/** Credits a deposit to the project's tank; a reference already credited is ignored (false). */
+/**
+ * Credits a deposit to the project's tank on the chain it arrived on (`chainId`; without it, the
+ * project's home chain); a reference already credited is ignored (false).
+ */
 export async function creditDeposit(
   db: Db,
-  d: { projectId: string; reference: string; amountWei: bigint },
+  d: { projectId: string; chainId?: number; reference: string; amountWei: bigint },
   tx?: Queryable,
 ): Promise<boolean> {
   assert.ok(d.amountWei > 0n, "a deposit must be positive");
-  const apply = (q: Queryable) => move(q, d.projectId, "deposit", d.amountWei, d.reference);
+  const apply = (q: Queryable) =>
+    move(q, d.projectId, d.chainId ?? null, "deposit", d.amountWei, d.reference);
   return tx ? apply(tx) : db.transaction(apply);
 }
 
 /**
- * Appends one entry and moves the cached balance by the same amount, unless the reference exists:
- * db/functions/ledger_move.sql, the one writer of both.
+ * Appends one entry and moves the chain's cached tank by the same amount, unless the reference
+ * exists: db/functions/ledger_move.sql, the one writer of both. A null chain is the project's home.
  */
-async function move(tx: Queryable, projectId: string, kind: string, amountWei: bigint, reference: string) {
+async function move(
+  tx: Queryable,
+  projectId: string,
+  chainId: number | null,
+  kind: string,
+  amountWei: bigint,
+  reference: string,
+) {
   const [row] = await tx.query<{ n: number }>(
-    "SELECT ledger_move($1, $2, ARRAY[$3::numeric], ARRAY[$4::text]) AS n",
-    [projectId, kind, amountWei.toString(), reference],
+    "SELECT ledger_move($1, $2::integer, $3, ARRAY[$4::numeric], ARRAY[$5::text]) AS n",
+    [projectId, chainId, kind, amountWei.toString(), reference],
   );
   return row!.n === 1;
 }
 
-async function giveBackDailyUsage(tx: Queryable, projectId: string, day: string, amountWei: bigint) {
-  await adjustDailyUsage(tx, projectId, day, -amountWei);
+/**
+ * The project's tank on a chain, with the project's row locked: what orders a move that takes
+ * from a tank against the reservations of every chain (reserve_sponsorships.sql locks that row).
+ */
+async function lockedTank(tx: Queryable, projectId: string, chainId: number): Promise<bigint> {
+  const [row] = await tx.query<{ balance: string }>(
+    `SELECT (CASE WHEN p.home_chain_id = $2 THEN p.gas_tank_balance
+       ELSE COALESCE((SELECT t.balance FROM gas_tanks t WHERE t.project_id = p.id AND t.chain_id = $2), 0)
+       END)::text AS balance
+     FROM projects p WHERE p.id = $1 FOR UPDATE OF p`,
+    [projectId, chainId],
+  );
+  assert.ok(row, `unknown project ${projectId}`);
+  return BigInt(row.balance);
 }
 
-/** Counts (positive) or gives back (negative) against a day's cap: db/functions/daily_usage_adjust.sql. */
-async function adjustDailyUsage(tx: Queryable, projectId: string, day: string, deltaWei: bigint) {
+async function giveBackDailyUsage(
+  tx: Queryable,
+  projectId: string,
+  chainId: number,
+  day: string,
+  amountWei: bigint,
+) {
+  await adjustDailyUsage(tx, projectId, chainId, day, -amountWei);
+}
+
+/** Counts (positive) or gives back (negative) against a chain's day's cap: db/functions/daily_usage_adjust.sql. */
+async function adjustDailyUsage(
+  tx: Queryable,
+  projectId: string,
+  chainId: number,
+  day: string,
+  deltaWei: bigint,
+) {
   if (deltaWei === 0n) return;
-  await tx.query("SELECT daily_usage_adjust($1, $2::date, $3::numeric)", [
+  await tx.query("SELECT daily_usage_adjust($1, $2::integer, $3::date, $4::numeric)", [
     projectId,
+    chainId,
     day,
     deltaWei.toString(),
   ]);
@@ -372,18 +418,25 @@ async function adjustPolicyUsage(tx: Queryable, authId: string, spentWei: bigint
   ]);
 }
 
-export interface ParityReport {
-  projectId: string;
+export interface ChainParity {
+  chainId: number;
   ledgerBalance: string;
   cachedBalance: string;
   delta: string;
   inSync: boolean;
 }
 
+/** A project's parity: the top-level fields are its home chain's; `chains` has every tank's. */
+export interface ParityReport extends Omit<ChainParity, "chainId"> {
+  projectId: string;
+  chains: ChainParity[];
+}
+
 /**
- * Cached balance against the ledger, for the given projects (all when null). The ledger's side is
- * the project's latest checkpoint (ledger/checkpoints.ts: verified against the ledger when it
- * was written) plus the entries after it, an index-only range of what happened since; with
+ * Cached balance against the ledger, for the given projects (all when null), per tank: the home
+ * chain's and every other chain's the project has a tank on (migration 035). The ledger's side is
+ * the tank's latest checkpoint (ledger/checkpoints.ts: verified against the ledger when it was
+ * written) plus the chain's entries after it, an index-only range of what happened since; with
  * `fromScratch` it is the sum of every entry, which proves the checkpoints themselves.
  */
 export async function parity(
@@ -391,47 +444,71 @@ export async function parity(
   projectIds: string[] | null,
   { fromScratch = false }: { fromScratch?: boolean } = {},
 ): Promise<ParityReport[]> {
-  const projects = await db.query<{ id: string; cached: string; after_id: string; balance: string }>(
-    `SELECT p.id, p.gas_tank_balance::text AS cached, COALESCE(c.last_entry_id, 0)::text AS after_id,
-       COALESCE(c.balance, 0)::text AS balance
-     FROM projects p LEFT JOIN LATERAL (SELECT last_entry_id, balance FROM ledger_checkpoints k
-       WHERE k.project_id = p.id AND NOT $2 ORDER BY last_entry_id DESC LIMIT 1) c ON true
-     ${projectIds ? "WHERE p.id = ANY($1::text[])" : "WHERE $1::text[] IS NULL"} ORDER BY p.id`,
+  const tanks = await db.query<{
+    id: string;
+    chain_id: number;
+    home: boolean;
+    cached: string;
+    after_id: string;
+    balance: string;
+  }>(
+    `SELECT p.id, t.chain_id, t.home, t.cached::text AS cached,
+       COALESCE(c.last_entry_id, 0)::text AS after_id, COALESCE(c.balance, 0)::text AS balance
+     FROM projects p
+     CROSS JOIN LATERAL (
+       SELECT p.home_chain_id AS chain_id, true AS home, p.gas_tank_balance AS cached
+       UNION ALL
+       SELECT g.chain_id, false, g.balance FROM gas_tanks g
+       WHERE g.project_id = p.id AND g.chain_id <> p.home_chain_id) t
+     LEFT JOIN LATERAL (SELECT last_entry_id, balance FROM ledger_checkpoints k
+       WHERE k.project_id = p.id AND k.chain_id = t.chain_id AND NOT $2
+       ORDER BY last_entry_id DESC LIMIT 1) c ON true
+     ${projectIds ? "WHERE p.id = ANY($1::text[])" : "WHERE $1::text[] IS NULL"}
+     ORDER BY p.id, t.home DESC, t.chain_id`,
     [projectIds, fromScratch],
   );
-  const tails = await ledgerTails(db, projects);
-  return projects.map((r) => {
-    const ledger = BigInt(r.balance) + tails.get(r.id)!;
+  const tails = await ledgerTails(db, tanks);
+  const reports: ParityReport[] = [];
+  for (const r of tanks) {
+    const ledger = BigInt(r.balance) + tails.get(`${r.chain_id}:${r.id}`)!;
     const delta = BigInt(r.cached) - ledger;
-    return {
-      projectId: r.id,
+    const chain: ChainParity = {
+      chainId: r.chain_id,
       ledgerBalance: ledger.toString(),
       cachedBalance: r.cached,
       delta: delta.toString(),
       inSync: delta === 0n,
     };
-  });
+    if (r.home) {
+      const { chainId: _home, ...top } = chain;
+      reports.push({ projectId: r.id, ...top, chains: [chain] });
+    } else {
+      reports[reports.length - 1]!.chains.push(chain);
+    }
+  }
+  return reports;
 }
 
 /**
- * The sum of each project's entries after an id. One branch per project, each with its own
- * values, so that each is planned for them: a generic plan of one correlated query had to guess,
- * and with one project holding nearly all the entries it could walk the whole ledger by id.
+ * The sum of each tank's entries after an id. One branch per tank, each with its own values, so
+ * that each is planned for them: a generic plan of one correlated query had to guess, and with
+ * one project holding nearly all the entries it could walk the whole ledger by id.
  */
-async function ledgerTails(db: Queryable, projects: { id: string; after_id: string }[]) {
+async function ledgerTails(db: Queryable, tanks: { id: string; chain_id: number; after_id: string }[]) {
   const sums = new Map<string, bigint>();
-  for (let i = 0; i < projects.length; i += 100) {
-    const part = projects.slice(i, i + 100);
-    const rows = await db.query<{ id: string; amount: string }>(
+  for (let i = 0; i < tanks.length; i += 100) {
+    const part = tanks.slice(i, i + 100);
+    const rows = await db.query<{ id: string; chain_id: number; amount: string }>(
       part
         .map(
-          (_, j) => `(SELECT $${2 * j + 1}::text AS id, COALESCE(sum(amount), 0)::text AS amount
-             FROM ledger_entries WHERE project_id = $${2 * j + 1} AND id > $${2 * j + 2}::bigint)`,
+          (_, j) => `(SELECT $${3 * j + 1}::text AS id, $${3 * j + 2}::integer AS chain_id,
+             COALESCE(sum(amount), 0)::text AS amount FROM ledger_entries
+             WHERE project_id = $${3 * j + 1} AND id > $${3 * j + 3}::bigint AND chain_id = $${3 * j + 2})`,
         )
         .join(" UNION ALL "),
-      part.flatMap((p) => [p.id, p.after_id]),
+      part.flatMap((t) => [t.id, t.chain_id, t.after_id]),
     );
-    for (const r of rows) sums.set(r.id, BigInt(r.amount));
+    for (const r of rows) sums.set(`${r.chain_id}:${r.id}`, BigInt(r.amount));
   }
   return sums;
 }
@@ -445,15 +522,11 @@ async function ledgerTails(db: Queryable, projects: { id: string; after_id: stri
  */
 export async function reverseCredit(
   tx: Queryable,
-  r: { projectId: string; reference: string; amountWei: bigint },
+  r: { projectId: string; chainId: number; reference: string; amountWei: bigint },
 ): Promise<{ reversedWei: bigint; shortfallWei: bigint; applied: boolean }> {
   assert.ok(r.amountWei > 0n, "a reversed credit is positive");
   // The row lock orders this against reservations, which take from the same balance.
-  const [project] = await tx.query<{ balance: string }>(
-    "SELECT gas_tank_balance::text AS balance FROM projects WHERE id = $1 FOR UPDATE",
-    [r.projectId],
-  );
-  assert.ok(project, `unknown project ${r.projectId}`);
+  const balanceWei = await lockedTank(tx, r.projectId, r.chainId);
   const [earlier] = await tx.query<{ amount: string }>(
     `SELECT amount::text FROM ledger_entries
      WHERE md5(kind || E'\\n' || reference)::uuid = md5('reversal' || E'\\n' || $1)::uuid
@@ -464,8 +537,7 @@ export async function reverseCredit(
     const reversedWei = -BigInt(earlier.amount);
     return { reversedWei, shortfallWei: r.amountWei - reversedWei, applied: false };
   }
-  const balanceWei = BigInt(project.balance);
   const reversedWei = balanceWei < r.amountWei ? balanceWei : r.amountWei;
-  await move(tx, r.projectId, "reversal", -reversedWei, r.reference);
+  await move(tx, r.projectId, r.chainId, "reversal", -reversedWei, r.reference);
   return { reversedWei, shortfallWei: r.amountWei - reversedWei, applied: true };
 }

@@ -10,20 +10,32 @@ import { requirePrincipal } from "../identity/authenticate.ts";
 import { type ParityReport, parity } from "./ledger.ts";
 
 const SignedWei = Type.String({ pattern: "^-?(0|[1-9][0-9]{0,78})$" });
+const ChainReport = Type.Object({
+  chainId: Type.Integer(),
+  ledgerBalance: SignedWei,
+  cachedBalance: SignedWei,
+  delta: SignedWei,
+  inSync: Type.Boolean(),
+});
 const Report = Type.Object(
   {
     projectId: Type.String(),
     ledgerBalance: SignedWei,
     cachedBalance: SignedWei,
     delta: SignedWei,
-    inSync: Type.Boolean(),
+    inSync: Type.Boolean({ description: "The home chain's tank agrees with its ledger" }),
+    chains: Type.Array(ChainReport, {
+      description: "Every tank of the project, the home chain's first, each in its chain's currency",
+    }),
   },
   { $id: "FundsParityReport" },
 );
 const MultiReport = Type.Object({
   generatedAt: Timestamp,
   total: Type.Integer({ description: "Projects checked" }),
-  driftCount: Type.Integer({ description: "Projects whose cached balance disagrees with the ledger" }),
+  driftCount: Type.Integer({
+    description: "Projects whose cached balance disagrees with the ledger, on any chain",
+  }),
   projects: Type.Array(Report),
 });
 const DriftQuery = Type.Object(
@@ -35,7 +47,8 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
   const { db } = services;
   const tags = ["funds parity"];
   const summarise = (reports: ParityReport[], onlyDrift: boolean | undefined) => {
-    const drifting = reports.filter((r) => !r.inSync);
+    // A project drifts when any of its tanks does (its `chains` say which).
+    const drifting = reports.filter((r) => r.chains.some((c) => !c.inSync));
     return {
       generatedAt: new Date(services.now()).toISOString(),
       total: reports.length,

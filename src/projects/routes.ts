@@ -7,7 +7,14 @@ import { bearer, ProjectId, ProjectParams, responses, Timestamp, Wei } from "../
 import { requirePrincipal } from "../identity/authenticate.ts";
 import { lockOrg } from "../orgs/store.ts";
 import { forgetSponsorTerms } from "../sponsor/deps.ts";
-import { countProjectsOf, getProject, insertProject, listProjects, updateProject } from "./store.ts";
+import {
+  countProjectsOf,
+  getProject,
+  insertProject,
+  listProjects,
+  projectTanks,
+  updateProject,
+} from "./store.ts";
 
 const ProjectListItem = Type.Object({
   id: Type.String(),
@@ -28,8 +35,12 @@ const Project = Type.Object(
     name: Type.String(),
     owner: Type.String({ description: "Owner identifier as sent on creation (organization id or slug)" }),
     organization_id: Type.Integer(),
-    deposit_address: Type.String({ description: "Funding address on chain 14601" }),
+    deposit_address: Type.String({ description: "Funding address on the project's home chain" }),
     gas_tank_balance: Wei,
+    home_chain_id: Type.Integer({
+      description:
+        "The chain whose tank gas_tank_balance is (14601 for projects made before chains had tanks of their own)",
+    }),
     daily_cap: Type.Union([Wei, Type.Null()]),
     validity_ttl_sec: Type.Integer(),
     sponsor_icon: Type.Union([Type.String(), Type.Null()], {
@@ -41,10 +52,22 @@ const Project = Type.Object(
   { $id: "Project" },
 );
 
+const ChainBalance = Type.Object({
+  chainId: Type.Integer(),
+  balance: Wei,
+  balanceFormatted: Type.String({ description: "Exact decimal amount in the chain's native currency" }),
+  currency: Type.String(),
+});
 const Balance = Type.Object({
   balance: Wei,
   balanceFormatted: Type.String({ description: "Exact decimal amount in the native token" }),
   currency: Type.String(),
+  chainId: Type.Integer({
+    description: "The chain whose tank the top-level fields describe: the home chain, or `?chainId=`",
+  }),
+  chains: Type.Array(ChainBalance, {
+    description: "The project's tank on every chain served here, the home chain first; each its own money",
+  }),
 });
 
 const OwnerRef = Type.String({ minLength: 1, maxLength: 64, description: "Organization id or slug" });
@@ -76,7 +99,13 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
       const project = await db.transaction(async (tx) => {
         await lockOrg(tx, org.orgId);
         if ((await countProjectsOf(tx, org.orgId)) >= max) return "quota" as const;
-        return insertProject(tx, services.deposits, { id, name, owner, orgId: org.orgId });
+        return insertProject(tx, services.deposits, {
+          id,
+          name,
+          owner,
+          orgId: org.orgId,
+          homeChainId: services.config.chains[0]!.chainId,
+        });
       });
       if (project === "quota") {
         throw new ApiError("quota_exceeded", `an organization may hold at most ${max} projects`);
@@ -164,18 +193,49 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
 
   app.get(
     "/projects/:id/balance",
-    { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Balance }) } },
+    {
+      schema: {
+        tags,
+        security: bearer,
+        params: ProjectParams,
+        querystring: Type.Object(
+          {
+            chainId: Type.Optional(
+              Type.Integer({
+                minimum: 1,
+                maximum: 2 ** 31 - 1,
+                description: "Answer for this chain's tank instead of the home chain's",
+              }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: responses({ 200: Balance }),
+      },
+    },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const project = await getProject(db, request.params.id);
       if (!project) throw notFound("project");
-      const home = services.config.chains[0]!;
-      const balance = BigInt(project.gas_tank_balance);
-      return {
-        balance: balance.toString(),
-        balanceFormatted: formatUnits(balance, home.nativeCurrency.decimals),
-        currency: home.nativeCurrency.symbol,
-      };
+      const home = project.home_chain_id;
+      const chainId = request.query.chainId ?? home;
+      const { chains } = services.config;
+      if (chainId !== home && !chains.some((c) => c.chainId === chainId)) throw notFound("chain");
+      const held = new Map((await projectTanks(db, project.id)).map((t) => [t.chainId, t.balanceWei]));
+      // The home chain first (shown even when no longer served, in the first served chain's
+      // currency, as before chains had tanks), then every other chain served here.
+      const homeChain = chains.find((c) => c.chainId === home) ?? { ...chains[0]!, chainId: home };
+      const shown = [homeChain, ...chains.filter((c) => c.chainId !== home)].map((c) => {
+        const balance = held.get(c.chainId) ?? 0n;
+        return {
+          chainId: c.chainId,
+          balance: balance.toString(),
+          balanceFormatted: formatUnits(balance, c.nativeCurrency.decimals),
+          currency: c.nativeCurrency.symbol,
+        };
+      });
+      const { chainId: _, ...top } = shown.find((c) => c.chainId === chainId)!;
+      return { ...top, chainId, chains: shown };
     },
   );
 };

@@ -11,6 +11,8 @@ export interface ProjectRecord {
   organization_id: number;
   deposit_address: string;
   gas_tank_balance: string;
+  /** The chain whose tank is gas_tank_balance and whose funding address is deposit_address. */
+  home_chain_id: number;
   daily_cap: string | null;
   validity_ttl_sec: number;
   /** Shown to wallets as the sponsor's icon (ERC-7677); a https URL or a data:image URI. */
@@ -26,29 +28,27 @@ export type ProjectListItem = Pick<
 >;
 
 const COLUMNS =
-  "id, name, owner, org_id, deposit_address, gas_tank_balance, daily_cap, validity_ttl_sec, sponsor_icon, unknown_accounts, created_at";
-
-export const HOME_CHAIN_ID = 14601;
+  "id, name, owner, org_id, deposit_address, gas_tank_balance, home_chain_id, daily_cap, validity_ttl_sec, sponsor_icon, unknown_accounts, created_at";
 
 /**
- * Creates a project and its funding account on the home chain in one transaction: the deposit
+ * Creates a project and its funding account on its home chain in one transaction: the deposit
  * address is the next BIP-32 child of the deposit key. Returns null when the id is taken.
  */
 export async function insertProject(
   tx: Queryable,
   deriver: DepositDeriver,
-  p: { id: string; name: string; owner: string; orgId: number },
+  p: { id: string; name: string; owner: string; orgId: number; homeChainId: number },
 ): Promise<ProjectRecord | null> {
   const taken = await tx.query("SELECT 1 FROM projects WHERE id = $1", [p.id]);
   if (taken.length > 0) return null;
   const deposit = await nextDepositAddress(tx, deriver);
   const rows = await tx.query<Row>(
-    `INSERT INTO projects (id, org_id, owner, name, deposit_address) VALUES ($1, $2, $3, $4, $5)
+    `INSERT INTO projects (id, org_id, owner, name, deposit_address, home_chain_id) VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (id) DO NOTHING RETURNING ${COLUMNS}`,
-    [p.id, p.orgId, p.owner, p.name, deposit.address],
+    [p.id, p.orgId, p.owner, p.name, deposit.address, p.homeChainId],
   );
   if (!rows[0]) return null;
-  await insertFundingAccount(tx, p.id, HOME_CHAIN_ID, deposit);
+  await insertFundingAccount(tx, p.id, p.homeChainId, deposit);
   return toRecord(rows[0]);
 }
 
@@ -58,6 +58,25 @@ export async function countProjectsOf(tx: Queryable, orgId: number): Promise<num
     orgId,
   ]);
   return rows[0]!.n;
+}
+
+/**
+ * The project's gas tank on every chain it has one (migration 035): the home chain's first (the
+ * project's row, always there), then the others by chain id. Wei as bigint.
+ */
+export async function projectTanks(
+  db: Queryable,
+  id: string,
+): Promise<{ chainId: number; balanceWei: bigint }[]> {
+  const rows = await db.query<{ chain_id: number; balance: string }>(
+    `SELECT home_chain_id AS chain_id, gas_tank_balance::text AS balance, 0 AS o FROM projects WHERE id = $1
+     UNION ALL
+     SELECT t.chain_id, t.balance::text, 1 FROM gas_tanks t JOIN projects p ON p.id = t.project_id
+     WHERE t.project_id = $1 AND t.chain_id <> p.home_chain_id
+     ORDER BY o, chain_id`,
+    [id],
+  );
+  return rows.map((r) => ({ chainId: r.chain_id, balanceWei: BigInt(r.balance) }));
 }
 
 export async function getProject(db: Queryable, id: string): Promise<ProjectRecord | null> {
@@ -125,6 +144,7 @@ interface Row {
   org_id: number;
   deposit_address: string;
   gas_tank_balance: string;
+  home_chain_id: number;
   daily_cap: string | null;
   validity_ttl_sec: number;
   sponsor_icon: string | null;
@@ -140,6 +160,7 @@ function toRecord(r: Row): ProjectRecord {
     organization_id: r.org_id,
     deposit_address: r.deposit_address,
     gas_tank_balance: String(r.gas_tank_balance),
+    home_chain_id: r.home_chain_id,
     daily_cap: r.daily_cap === null ? null : String(r.daily_cap),
     validity_ttl_sec: r.validity_ttl_sec,
     sponsor_icon: r.sponsor_icon,

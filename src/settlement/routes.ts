@@ -11,6 +11,7 @@ import { readDepositCoverage } from "../health/deposit-coverage.ts";
 import { ApiError, forbidden } from "../http/problem.ts";
 import { bearer, responses, Timestamp } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
+import { TANKS_ON_CHAIN_SQL } from "../ledger/ledger.ts";
 import { type PaidTotals, paidTotals, recentUnattributed } from "./store.ts";
 
 const Wei = Type.String({ pattern: "^(0|[1-9][0-9]{0,78})$" });
@@ -245,13 +246,13 @@ async function pairParity(
   };
 }
 
-/** Every tank's balance plus the reservations still open on the chain: what the deposit backs. */
+/** The chain's tanks plus the reservations still open on it: what the chain's paymaster deposits back. */
 async function promisedWei(
   db: Queryable,
   chainId: number,
 ): Promise<{ tanksWei: bigint; reservedWei: bigint }> {
   const rows = await db.query<{ tanks: string; reserved: string }>(
-    `SELECT (SELECT COALESCE(sum(gas_tank_balance), 0) FROM projects)::text AS tanks,
+    `SELECT (${TANKS_ON_CHAIN_SQL})::text AS tanks,
        (SELECT COALESCE(sum(max_gas_cost), 0) FROM sponsorship_status_index
          WHERE chain_id = $1 AND status = 'pending')::text AS reserved`,
     [chainId],

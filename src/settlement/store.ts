@@ -132,6 +132,7 @@ export async function orphanOperations(db: Db, chainId: number, blockHashes: str
         await reverseBilling(tx, {
           authId: op.auth_id,
           projectId: op.project_id,
+          chainId,
           billedWei: BigInt(op.billed),
           reference: `reorg:${chainId}:${r.block_hash}:${r.log_index}`,
         });

@@ -128,20 +128,17 @@ async function freshProject(w: DepositWatcher = watcher()) {
 }
 
 /**
- * Spends from the tank the way a reservation does (an entry and the cached balance in one
- * transaction). Written out because the reservation path is not what these tests are about.
+ * Spends from the chain's tank the way a reservation does (an entry and the cached balance in one
+ * transaction, through the ledger's one writer). Not the reservation path, which is not what
+ * these tests are about.
  */
 async function spend(p: Project, amountWei: bigint) {
-  await t.db.transaction(async (tx) => {
-    await tx.query(
-      "INSERT INTO ledger_entries (project_id, kind, amount, reference) VALUES ($1, 'reserve', $2, $3)",
-      [p.projectId, (-amountWei).toString(), `0x${randomBytes(32).toString("hex")}`],
-    );
-    await tx.query("UPDATE projects SET gas_tank_balance = gas_tank_balance - $2::numeric WHERE id = $1", [
-      p.projectId,
-      amountWei.toString(),
-    ]);
-  });
+  await t.db.query("SELECT ledger_move($1, $2::integer, 'reserve', ARRAY[$3::numeric], ARRAY[$4::text])", [
+    p.projectId,
+    chain.chainId,
+    (-amountWei).toString(),
+    `0x${randomBytes(32).toString("hex")}`,
+  ]);
 }
 
 describe("a credit from a replaced block", () => {

@@ -1,4 +1,4 @@
--- Reservations for one project, in one statement and one round trip. Concurrent authorizations of a
+-- Reservations for one project on one chain, in one statement and one round trip. Concurrent authorizations of a
 -- project arrive here together (see ledger/batcher.ts), so the project's row is locked and its
 -- commit flushed once per batch: that row is the one thing every authorization of a project must
 -- serialise on.
@@ -12,11 +12,18 @@
 -- one batch is a replay of its first use. With p_dry the same decisions are made and nothing is
 -- written or locked: the dry run and the ERC-7677 stub. A project without policies pays one
 -- indexed lookup per batch (v_rules stays NULL).
+--
+-- Every item of a batch is on the same chain (ledger/batcher.ts batches per project and chain;
+-- a mixed batch raises). The tank and the daily cap are that chain's alone (migration 035): the
+-- home chain's tank is the project's row, another chain's its gas_tanks row, read under the
+-- project's row lock, which every move that takes from a tank of the project also holds.
 CREATE OR REPLACE FUNCTION reserve_sponsorships(p_project text, p_items jsonb, p_now timestamptz, p_dry boolean DEFAULT false)
 RETURNS TABLE (idx integer, outcome text, stored_digest text, stored_response text, call_index integer, refused_by text)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_balance numeric;
+  v_home integer;
+  v_chain integer := (p_items -> 0 ->> 'chain_id')::integer;
   v_cap numeric;
   v_spent numeric;
   v_taken numeric := 0;
@@ -48,10 +55,13 @@ DECLARE
   v_refs text[];
   it record;
 BEGIN
+  IF EXISTS (SELECT 1 FROM jsonb_array_elements(p_items) AS e WHERE (e ->> 'chain_id')::integer IS DISTINCT FROM v_chain) THEN
+    RAISE EXCEPTION 'a reservation batch holds one chain';
+  END IF;
   IF p_dry THEN
-    SELECT gas_tank_balance, daily_cap INTO v_balance, v_cap FROM projects WHERE id = p_project;
+    SELECT gas_tank_balance, home_chain_id, daily_cap INTO v_balance, v_home, v_cap FROM projects WHERE id = p_project;
   ELSE
-    SELECT gas_tank_balance, daily_cap, sponsorships_seq INTO v_balance, v_cap, v_seq
+    SELECT gas_tank_balance, home_chain_id, daily_cap, sponsorships_seq INTO v_balance, v_home, v_cap, v_seq
       FROM projects WHERE id = p_project FOR UPDATE;
   END IF;
   IF NOT FOUND THEN
@@ -59,7 +69,10 @@ BEGIN
       FROM jsonb_to_recordset(p_items) AS x(idx integer);
     RETURN;
   END IF;
-  SELECT spent INTO v_spent FROM daily_usage WHERE project_id = p_project AND day = v_day;
+  IF v_chain <> v_home THEN
+    v_balance := COALESCE((SELECT t.balance FROM gas_tanks t WHERE t.project_id = p_project AND t.chain_id = v_chain), 0);
+  END IF;
+  SELECT spent INTO v_spent FROM daily_usage WHERE project_id = p_project AND chain_id = v_chain AND day = v_day;
   v_spent := COALESCE(v_spent, 0);
   -- A paused rule refuses nothing (migrations/026_rule_names.sql): it is left out here.
   SELECT array_agg(pr ORDER BY pr.id) INTO v_rules FROM policy_rules pr
@@ -216,11 +229,11 @@ BEGIN
     -- The batch's `reserve` entries and the balance they take, through the ledger's one writer.
     SELECT array_agg(-g.cost ORDER BY g.idx), array_agg(g.auth_id ORDER BY g.idx) INTO v_amounts, v_refs
       FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text, cost numeric);
-    PERFORM ledger_move(p_project, 'reserve', v_amounts, v_refs);
+    PERFORM ledger_move(p_project, v_chain, 'reserve', v_amounts, v_refs);
     UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants) WHERE id = p_project;
   END IF;
 
   IF v_taken > 0 THEN
-    PERFORM daily_usage_adjust(p_project, v_day, v_taken);
+    PERFORM daily_usage_adjust(p_project, v_chain, v_day, v_taken);
   END IF;
 END $$;

@@ -1,0 +1,317 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import type { Hex } from "viem";
+import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
+import { creditDeposit, parity, release, TANKS_ON_CHAIN_SQL } from "../src/ledger/ledger.ts";
+import type { ChainOperation } from "../src/settlement/scan.ts";
+import { orphanOperations, recordOperation } from "../src/settlement/store.ts";
+import { fundedProject, MINT_SELECTOR, MINT_TARGET, startTestApp, type TestApp } from "./support/app.ts";
+
+/**
+ * One gas tank per (project, chain) (issue 23, migration 035): a deposit on one chain never pays
+ * for another, and every movement after the reservation (settlement, release, reversal of a
+ * reorganised operation) and the daily cap stay on the reservation's chain. Parity and the
+ * checkpoints hold per chain. The home chain (14601) answers every response as before.
+ */
+const HOME = 14601;
+const OTHER = 31337;
+const OTHER_PAYMASTER = "0x00000000000000000000000000000000000000bb";
+
+let t: TestApp;
+before(async () => {
+  t = await startTestApp({
+    env: {
+      CHAINS: `${HOME},${OTHER}`,
+      CHAIN_31337_NAME: "Local",
+      CHAIN_31337_RPC_URL: "http://127.0.0.1:9",
+      CHAIN_31337_CURRENCY_SYMBOL: "LOC",
+      CHAIN_31337_PAYMASTER_ADDRESS: OTHER_PAYMASTER,
+    },
+  });
+});
+after(() => t.close());
+
+const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}` as Hex;
+
+function authorize(p: { projectId: string; apiKey: string }, chainId: number) {
+  return t.request({
+    method: "POST",
+    url: "/sponsor/authorize",
+    token: p.apiKey,
+    payload: {
+      projectId: p.projectId,
+      user: `0x${randomBytes(20).toString("hex")}`,
+      target: MINT_TARGET,
+      selector: MINT_SELECTOR,
+      estimatedGas: 100_000,
+      chainId,
+    },
+  });
+}
+
+async function granted(p: { projectId: string; apiKey: string }, chainId: number) {
+  const res = await authorize(p, chainId);
+  assert.equal(res.statusCode, 200, res.body);
+  const authId = (res.json() as { authorizationId: string }).authorizationId;
+  const [row] = await t.db.query<{ max: string }>(
+    "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = $1",
+    [authId],
+  );
+  return { authId, maxWei: BigInt(row!.max) };
+}
+
+/** The project's tanks, by chain (the home chain's is the project's row). */
+async function tanks(projectId: string): Promise<Record<number, bigint>> {
+  const rows = await t.db.query<{ chain_id: number; balance: string }>(
+    `SELECT home_chain_id AS chain_id, gas_tank_balance::text AS balance FROM projects WHERE id = $1
+     UNION ALL SELECT chain_id, balance::text FROM gas_tanks WHERE project_id = $1`,
+    [projectId],
+  );
+  return Object.fromEntries(rows.map((r) => [r.chain_id, BigInt(r.balance)]));
+}
+
+function paid(authId: string, costWei: bigint): ChainOperation {
+  return {
+    blockHash: hex(32),
+    logIndex: 0,
+    blockNumber: 77n,
+    txHash: hex(32),
+    userOpHash: hex(32),
+    sender: `0x${"ee".repeat(20)}`,
+    authId: authId as Hex,
+    success: true,
+    prefundTooLow: false,
+    actualGasUsed: 50_000n,
+    actualGasCostWei: costWei,
+  };
+}
+
+describe("a gas tank per chain", () => {
+  it("a deposit on one chain never pays for another: a full home tank leaves the other chain at 402", async () => {
+    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    const refused = await authorize(p, OTHER);
+    assert.equal(refused.statusCode, 402, refused.body);
+    assert.equal(refused.json().code, "insufficient_balance");
+    assert.deepEqual(await tanks(p.projectId), { [HOME]: 10n ** 18n });
+    // The home chain pays for itself as before.
+    await granted(p, HOME);
+
+    // Funded on the other chain, the other chain pays, from its own tank alone.
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `b:${p.projectId}`,
+      amountWei: 10n ** 16n,
+    });
+    const before = await tanks(p.projectId);
+    const b = await granted(p, OTHER);
+    const after = await tanks(p.projectId);
+    assert.equal(after[HOME], before[HOME]);
+    assert.equal(after[OTHER], before[OTHER]! - b.maxWei);
+
+    // The balance view and the project answer for the home chain, in its currency.
+    const balance = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/balance`,
+      token: p.ownerToken,
+    });
+    assert.equal(balance.json().balance, after[HOME]!.toString());
+    assert.equal(balance.json().currency, "S");
+    // Each tank in its own currency, the home chain first; `?chainId=` answers for another tank.
+    assert.deepEqual(
+      balance
+        .json()
+        .chains.map((c: { chainId: number; balance: string; currency: string }) => [
+          c.chainId,
+          c.balance,
+          c.currency,
+        ]),
+      [
+        [HOME, after[HOME]!.toString(), "S"],
+        [OTHER, after[OTHER]!.toString(), "LOC"],
+      ],
+    );
+    const other = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/balance?chainId=${OTHER}`,
+      token: p.ownerToken,
+    });
+    assert.equal(other.statusCode, 200, other.body);
+    assert.deepEqual(
+      [other.json().chainId, other.json().balance, other.json().currency],
+      [OTHER, after[OTHER]!.toString(), "LOC"],
+    );
+    const unknown = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/balance?chainId=5`,
+      token: p.ownerToken,
+    });
+    assert.equal(unknown.statusCode, 404);
+    assert.equal(unknown.json().code, "not_found");
+  });
+
+  it("a tank of exactly K reservations on one chain grants K there, whatever the other chain holds", async () => {
+    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `k:${p.projectId}`,
+      amountWei: 1n,
+    });
+    const probe = await authorize(p, OTHER);
+    assert.equal(probe.statusCode, 402);
+    // One reservation's worth, learnt from the home chain (the same fees and gas).
+    const { maxWei } = await granted(p, HOME);
+    const K = 3n;
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `k2:${p.projectId}`,
+      amountWei: K * maxWei - 1n,
+    });
+    const answers = await Promise.all(Array.from({ length: 12 }, () => authorize(p, OTHER)));
+    const codes = answers.map((r) => r.statusCode);
+    assert.equal(codes.filter((c) => c === 200).length, Number(K), codes.join(","));
+    assert.equal(codes.filter((c) => c === 402).length, 12 - Number(K));
+    assert.equal((await tanks(p.projectId))[OTHER], 0n);
+  });
+
+  it("settles, releases and reverses on the reservation's chain, and parity holds per chain", async () => {
+    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `s:${p.projectId}`,
+      amountWei: 10n ** 16n,
+    });
+    const start = await tanks(p.projectId);
+
+    // Settled: the other chain's tank keeps the cost, gets the rest back; the home tank is untouched.
+    const settled = await granted(p, OTHER);
+    const op = paid(settled.authId, 1_000_000n);
+    const recorded = await t.db.transaction((tx) => recordOperation(tx, OTHER, OTHER_PAYMASTER, op));
+    assert.equal(recorded.billing?.kind, "charged");
+    assert.deepEqual(await tanks(p.projectId), { [HOME]: start[HOME]!, [OTHER]: start[OTHER]! - 1_000_000n });
+
+    // The paymaster of one chain cannot settle an authorization of the other.
+    const home = await granted(p, HOME);
+    const crossed = await t.db.transaction((tx) =>
+      recordOperation(tx, OTHER, OTHER_PAYMASTER, paid(home.authId, 5n)),
+    );
+    assert.deepEqual(crossed.billing, {
+      kind: "unbilled",
+      projectId: p.projectId,
+      reason: "authorization_of_another_paymaster",
+    });
+
+    // Released: the whole reservation goes back to the chain it was taken from.
+    const released = await granted(p, OTHER);
+    assert.equal(await release(t.db, released.authId), true);
+    const [entry] = await t.db.query<{ chain_id: number }>(
+      "SELECT chain_id FROM ledger_entries WHERE kind = 'release' AND reference = $1",
+      [released.authId],
+    );
+    assert.equal(entry!.chain_id, OTHER);
+
+    // A reorganisation on the other chain gives the charge back to the other chain's tank.
+    assert.equal(await orphanOperations(t.db, OTHER, [op.blockHash]), 1);
+    const afterReorg = await tanks(p.projectId);
+    assert.equal(afterReorg[OTHER], start[OTHER]!);
+    assert.equal(afterReorg[HOME], start[HOME]! - home.maxWei);
+
+    // Parity per chain, from the checkpoints and from scratch; the top level is the home chain's.
+    for (const fromScratch of [false, true]) {
+      const [report] = await parity(t.db, [p.projectId], { fromScratch });
+      assert.deepEqual(
+        report!.chains.map((c) => [c.chainId, c.cachedBalance, c.inSync]),
+        [
+          [HOME, afterReorg[HOME]!.toString(), true],
+          [OTHER, afterReorg[OTHER]!.toString(), true],
+        ],
+      );
+      assert.equal(report!.cachedBalance, afterReorg[HOME]!.toString());
+      assert.equal(report!.inSync, true);
+    }
+    assert.deepEqual(await writeCheckpoints(t.db, [p.projectId]), [p.projectId]);
+    const checkpoints = await t.db.query<{ chain_id: number; balance: string }>(
+      "SELECT chain_id, balance::text FROM ledger_checkpoints WHERE project_id = $1 ORDER BY chain_id",
+      [p.projectId],
+    );
+    assert.deepEqual(
+      checkpoints.map((c) => [c.chain_id, c.balance]),
+      [
+        [HOME, afterReorg[HOME]!.toString()],
+        [OTHER, afterReorg[OTHER]!.toString()],
+      ],
+    );
+    // A drift on the other chain shows there, and in the report over projects.
+    await t.db.query("UPDATE gas_tanks SET balance = balance + 7 WHERE project_id = $1 AND chain_id = $2", [
+      p.projectId,
+      OTHER,
+    ]);
+    const res = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/funds/parity`,
+      token: p.ownerToken,
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    const body = res.json() as {
+      inSync: boolean;
+      chains: { chainId: number; delta: string; inSync: boolean }[];
+    };
+    assert.equal(body.inSync, true, "the home chain's tank agrees");
+    assert.deepEqual(
+      body.chains.map((c) => [c.chainId, c.delta, c.inSync]),
+      [
+        [HOME, "0", true],
+        [OTHER, "7", false],
+      ],
+    );
+    const report = await t.request({
+      method: "GET",
+      url: "/projects/funds/parity-report?onlyDrift=true",
+      token: p.ownerToken,
+    });
+    assert.deepEqual(
+      (report.json() as { projects: { projectId: string }[] }).projects.map((r) => r.projectId),
+      [p.projectId],
+    );
+    await t.db.query("UPDATE gas_tanks SET balance = balance - 7 WHERE project_id = $1 AND chain_id = $2", [
+      p.projectId,
+      OTHER,
+    ]);
+  });
+
+  it("counts the daily cap per chain, and sums each chain's tanks apart for its paymaster", async () => {
+    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `d:${p.projectId}`,
+      amountWei: 10n ** 18n,
+    });
+    const first = await granted(p, HOME);
+    const patch = await t.request({
+      method: "PATCH",
+      url: `/projects/${p.projectId}`,
+      token: p.ownerToken,
+      payload: { dailyCap: (first.maxWei + first.maxWei / 2n).toString() },
+    });
+    assert.equal(patch.statusCode, 200, patch.body);
+    // The home chain has used most of its day; the other chain has used none of its own.
+    assert.equal((await authorize(p, HOME)).json().code, "daily_cap_exceeded");
+    await granted(p, OTHER);
+    assert.equal((await authorize(p, OTHER)).json().code, "daily_cap_exceeded");
+
+    const sum = async (chainId: number) =>
+      BigInt((await t.db.query<{ n: string }>(`SELECT (${TANKS_ON_CHAIN_SQL})::text AS n`, [chainId]))[0]!.n);
+    const all = await t.db.query<{ home: string; other: string }>(
+      `SELECT (SELECT sum(gas_tank_balance) FROM projects)::text AS home,
+         (SELECT sum(balance) FROM gas_tanks WHERE chain_id = $1)::text AS other`,
+      [OTHER],
+    );
+    assert.equal(await sum(HOME), BigInt(all[0]!.home));
+    assert.equal(await sum(OTHER), BigInt(all[0]!.other));
+  });
+});
