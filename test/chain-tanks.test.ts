@@ -97,6 +97,15 @@ describe("a gas tank per chain", () => {
     // The home chain pays for itself as before.
     await granted(p, HOME);
 
+    // Every event names the chain it happened on (an endpoint subscribed to all of them).
+    const hook = await t.request({
+      method: "POST",
+      url: `/projects/${p.projectId}/webhooks`,
+      token: p.ownerToken,
+      payload: { url: "https://hooks.example.com/chains", eventTypes: ["*"] },
+    });
+    assert.equal(hook.statusCode, 201, hook.body);
+
     // Funded on the other chain, the other chain pays, from its own tank alone.
     await creditDeposit(t.db, {
       projectId: p.projectId,
@@ -109,6 +118,17 @@ describe("a gas tank per chain", () => {
     const after = await tanks(p.projectId);
     assert.equal(after[HOME], before[HOME]);
     assert.equal(after[OTHER], before[OTHER]! - b.maxWei);
+    const events = await t.db.query<{ type: string; chain: number }>(
+      `SELECT type, (payload ->> 'chainId')::int AS chain FROM event_outbox WHERE project_id = $1 ORDER BY id`,
+      [p.projectId],
+    );
+    assert.deepEqual(
+      events.map((e) => [e.type, e.chain]),
+      [
+        ["deposit.credited", OTHER],
+        ["sponsorship.sponsored", OTHER],
+      ],
+    );
 
     // The balance view and the project answer for the home chain, in its currency.
     const balance = await t.request({

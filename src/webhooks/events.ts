@@ -23,7 +23,8 @@ const Hash = Type.String({ pattern: "^0x[0-9a-fA-F]{64}$" });
 const Selector = Type.String({ pattern: "^0x[0-9a-fA-F]{8}$" });
 const Instant = Type.String({ format: "date-time" });
 const ChainId = Type.Integer({ minimum: 1 });
-const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+const Nullable = <T extends TSchema>(schema: T, description?: string) =>
+  Type.Union([schema, Type.Null()], description ? { description } : {});
 const payload = <P extends Record<string, TSchema>>(properties: P) =>
   Type.Object(properties, { additionalProperties: false });
 
@@ -84,7 +85,7 @@ export const EVENTS = {
     payload: payload({
       reference: Type.String(),
       amount: Wei,
-      chainId: Nullable(ChainId),
+      chainId: ChainId,
       txHash: Nullable(Hash),
       creditedAt: Instant,
     }),
@@ -92,13 +93,14 @@ export const EVENTS = {
   "balance.low": {
     description:
       "the tank fell below the project's threshold: once per crossing (it must rise to the threshold or above before it can fire again)",
-    payload: payload({ balance: Wei, threshold: Wei }),
+    payload: payload({ chainId: ChainId, balance: Wei, threshold: Wei }),
   },
   "cap.reached": {
     description: "a policy cap reached its limit, or first refused, in a window",
     payload: payload({
       ruleId: Type.String(),
       kind: Type.String(),
+      chainId: Nullable(ChainId, "null: a policy counts every chain together"),
       sender: Nullable(Address),
       window: Nullable(Type.String()),
       windowSeconds: Nullable(Type.Integer()),
@@ -116,6 +118,7 @@ export const EVENTS = {
     payload: payload({
       ruleId: Type.String({ description: "daily_cap, or the policy rule's id" }),
       kind: Type.String(),
+      chainId: Nullable(ChainId, "the daily cap's chain; null for a policy budget, which counts every chain"),
       percent: Type.Union([50, 75, 90, 100].map((n) => Type.Literal(n))),
       window: Nullable(Type.String()),
       windowStart: Instant,

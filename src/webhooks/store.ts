@@ -263,8 +263,8 @@ export async function putLowBalanceThreshold(
   projectId: string,
   thresholdWei: bigint | null,
 ): Promise<void> {
-  const [project] = await tx.query<{ balance: string; old: string | null }>(
-    `SELECT p.gas_tank_balance::text AS balance, s.low_balance_threshold::text AS old
+  const [project] = await tx.query<{ balance: string; chain: number; old: string | null }>(
+    `SELECT p.gas_tank_balance::text AS balance, p.home_chain_id AS chain, s.low_balance_threshold::text AS old
      FROM projects p LEFT JOIN project_webhook_settings s ON s.project_id = p.id
      WHERE p.id = $1 FOR UPDATE OF p`,
     [projectId],
@@ -279,9 +279,10 @@ export async function putLowBalanceThreshold(
   const wasBelow = project.old !== null && balance < BigInt(project.old);
   if (balance < thresholdWei && !wasBelow) {
     await tx.query(
-      `SELECT emit_event($1, 'balance.low', jsonb_build_object('balance', $2::text, 'threshold', $3::text))
+      `SELECT emit_event($1, 'balance.low',
+         jsonb_build_object('chainId', $4::integer, 'balance', $2::text, 'threshold', $3::text))
        WHERE webhook_subscribed($1, 'balance.low')`,
-      [projectId, balance.toString(), thresholdWei.toString()],
+      [projectId, balance.toString(), thresholdWei.toString(), project.chain],
     );
   }
 }

@@ -32,7 +32,7 @@ BEGIN
       UPDATE daily_usage SET alerted_pct = v_level
         WHERE project_id = p_project AND chain_id = p_chain AND day = p_day;
       PERFORM budget_threshold_emit(p_project, 'daily_cap', 'project_spend_cap', 'day', p_day::timestamp AT TIME ZONE 'UTC',
-        v_cap, NULL, v_spent, NULL, v_level, now());
+        v_cap, NULL, v_spent, NULL, v_level, now(), p_chain);
     END IF;
   END IF;
 END $$;

@@ -6,8 +6,9 @@ BEGIN
     PERFORM emit_event(NEW.project_id, 'deposit.credited', jsonb_build_object(
       'reference', NEW.reference,
       'amount', NEW.amount::text,
-      -- Chain deposits are referenced `<chainId>:<txHash>:<position>` (funding/store.ts).
-      'chainId', (substring(NEW.reference FROM '^([0-9]{1,9}):0x'))::integer,
+      -- The chain whose tank it credited (migration 035); chain deposits are referenced
+      -- `<chainId>:<txHash>:<position>` (funding/store.ts).
+      'chainId', NEW.chain_id,
       'txHash', substring(NEW.reference FROM '^[0-9]+:(0x[0-9a-f]{64})'),
       'creditedAt', NEW.created_at));
   END IF;

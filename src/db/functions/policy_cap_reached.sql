@@ -8,7 +8,8 @@ BEGIN
       AND reached_at IS NULL;
   IF FOUND THEN
     PERFORM emit_event(p_project, 'cap.reached', jsonb_build_object(
-      'ruleId', r.id, 'kind', r.kind,
+      -- A policy counts every chain together: it names none.
+      'ruleId', r.id, 'kind', r.kind, 'chainId', NULL,
       'sender', CASE WHEN p_subject = '*' THEN NULL ELSE p_subject END,
       'window', r.window_kind, 'windowSeconds', r.window_seconds,
       'windowStart', to_char(p_ws AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),

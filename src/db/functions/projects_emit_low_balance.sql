@@ -8,6 +8,8 @@ BEGIN
   IF v_threshold IS NOT NULL AND OLD.gas_tank_balance >= v_threshold AND NEW.gas_tank_balance < v_threshold
       AND webhook_subscribed(NEW.id, 'balance.low') THEN
     PERFORM emit_event(NEW.id, 'balance.low', jsonb_build_object(
+      -- The home chain's tank (projects.gas_tank_balance, migration 035).
+      'chainId', NEW.home_chain_id,
       'balance', NEW.gas_tank_balance::text,
       'threshold', v_threshold::text));
   END IF;

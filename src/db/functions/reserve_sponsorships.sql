@@ -188,7 +188,7 @@ BEGIN
               UPDATE policy_usage SET alerted_pct = v_level
                 WHERE project_id = p_project AND rule_id = r.id AND subject = '*' AND window_start = v_ws;
               PERFORM budget_threshold_emit(p_project, r.id, r.kind, r.window_kind, v_ws, r.max_wei,
-                r.max_operations, v_used, v_ops, v_level, p_now);
+                r.max_operations, v_used, v_ops, v_level, p_now, NULL);
             END IF;
           END IF;
           v_counted := COALESCE(v_counted, '[]'::jsonb)
