@@ -1,7 +1,12 @@
 /**
  * npm run demo: the whole loop on a local chain, in one command.
  *
- * Starts anvil (chain 14601) and deploys EntryPoint v0.7, SimpleAccountFactory, SponsorPaymaster
+ * `npm run demo -- --chain <id>` picks the local chain's id: 14601 (Sonic testnet, the default),
+ * 146 (Sonic), or any other id, served as a chain of settings alone (CHAINS, CHAIN_<id>_NAME,
+ * CHAIN_<id>_CURRENCY_SYMBOL; README, "Adding a chain"). The project's home chain and its tank are
+ * that chain's.
+ *
+ * Starts anvil (chain 14601 by default) and deploys EntryPoint v0.7, SimpleAccountFactory, SponsorPaymaster
  * v2 and GameItems; starts a real ERC-4337 bundler (Alto) and the service as their own processes
  * (the service with an embedded store in a fresh temporary DATA_DIR); then, only through the HTTP
  * API and the bundler's JSON-RPC, creates an organization, a project, a key and an allowlist
@@ -48,7 +53,10 @@ import { type DevChain, freePort, startChain } from "../test/support/chain/anvil
 import { type DevnetStack, deployStack, gameItemsAbi } from "../test/support/chain/devnet.ts";
 
 const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
-const CHAIN_ID = 14601;
+const CHAIN_ID = chainArgument(process.argv.slice(2));
+/** Built into the service; any other id is given its name and currency by settings. */
+const BUILT_IN = [14601, 146];
+const SYMBOL = BUILT_IN.includes(CHAIN_ID) ? "S" : "ETH";
 const CONFIRMATIONS = 1;
 const DEPOSIT = parseEther("1");
 const ITEM_ID = 1n;
@@ -78,13 +86,13 @@ function detail(message: string): void {
   console.log(`    ${message}`);
 }
 
-const S = (wei: bigint | string) => `${formatEther(BigInt(wei))} S`;
+const S = (wei: bigint | string) => `${formatEther(BigInt(wei))} ${SYMBOL}`;
 const gwei = (wei: bigint | string) => `${formatGwei(BigInt(wei))} gwei`;
 const gas = (n: bigint) => n.toLocaleString("en-US");
 
 async function main(): Promise<void> {
   say(
-    "Starting anvil (chain 14601) and deploying EntryPoint v0.7, SimpleAccountFactory, SponsorPaymaster v2, GameItems",
+    `Starting anvil (chain ${CHAIN_ID}) and deploying EntryPoint v0.7, SimpleAccountFactory, SponsorPaymaster v2, GameItems`,
   );
   const chain = await startChain({ chainId: CHAIN_ID });
   running.chain = chain;
@@ -144,11 +152,15 @@ async function startService(chain: DevChain, stack: DevnetStack, signerKey: Hex)
     LOG_LEVEL: "info",
     SIGNER_PRIVATE_KEY: signerKey,
     OPERATOR_EMAILS: DEVELOPER,
-    CHAIN_14601_RPC_URL: chain.rpcUrl,
-    CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
-    CHAIN_14601_CONFIRMATIONS: String(CONFIRMATIONS),
-    CHAIN_14601_POLL_INTERVAL_MS: "250",
-    CHAIN_14601_START_BLOCK: "0",
+    CHAINS: String(CHAIN_ID),
+    [`CHAIN_${CHAIN_ID}_RPC_URL`]: chain.rpcUrl,
+    [`CHAIN_${CHAIN_ID}_PAYMASTER_ADDRESS`]: stack.paymaster,
+    [`CHAIN_${CHAIN_ID}_CONFIRMATIONS`]: String(CONFIRMATIONS),
+    [`CHAIN_${CHAIN_ID}_POLL_INTERVAL_MS`]: "250",
+    [`CHAIN_${CHAIN_ID}_START_BLOCK`]: "0",
+    ...(BUILT_IN.includes(CHAIN_ID)
+      ? {}
+      : { [`CHAIN_${CHAIN_ID}_NAME`]: `Local ${CHAIN_ID}`, [`CHAIN_${CHAIN_ID}_CURRENCY_SYMBOL`]: SYMBOL }),
   });
   const logPath = join(dataDir, "service.log");
   const log = createWriteStream(logPath);
@@ -654,4 +666,17 @@ try {
   if (tail) console.error(`\nlast lines of the service log:\n${tail}`);
   await stopAll();
   process.exitCode = 1;
+}
+
+/** `--chain <id>` (or `--chain=<id>`): the local chain's id, 14601 unless given. */
+function chainArgument(args: string[]): number {
+  const at = args.findIndex((a) => a === "--chain" || a.startsWith("--chain="));
+  if (at < 0) return 14601;
+  const raw = args[at]!.includes("=") ? args[at]!.slice("--chain=".length) : args[at + 1];
+  const id = Number(raw);
+  if (!raw || !/^\d{1,10}$/.test(raw) || id < 1 || id > 2 ** 31 - 1) {
+    console.error(`--chain takes a chain id (an integer from 1 to ${2 ** 31 - 1}), not ${JSON.stringify(raw ?? "")}`);
+    process.exit(2);
+  }
+  return id;
 }

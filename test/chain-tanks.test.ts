@@ -34,6 +34,19 @@ after(() => t.close());
 
 const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}` as Hex;
 
+/** A project funded on its home chain whose allowlist entry is for every chain. */
+async function fundedEverywhere(tankWei: bigint) {
+  const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, tankWei);
+  const res = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/allowlist`,
+    token: p.ownerToken,
+    payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
+  });
+  assert.equal(res.statusCode, 201, res.body);
+  return p;
+}
+
 function authorize(p: { projectId: string; apiKey: string }, chainId: number) {
   return t.request({
     method: "POST",
@@ -87,9 +100,79 @@ function paid(authId: string, costWei: bigint): ChainOperation {
   };
 }
 
+describe("an allowlist per chain", () => {
+  it("an entry allows its chain alone, unless made for every chain; the home chain when none is named", async () => {
+    // fundedProject's entry names no chain: the home chain's.
+    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `a:${p.projectId}`,
+      amountWei: 10n ** 18n,
+    });
+    const list = async () =>
+      (
+        await t.request({ method: "GET", url: `/projects/${p.projectId}/allowlist`, token: p.ownerToken })
+      ).json() as { chain_id: number | null; enabled: boolean }[];
+    assert.deepEqual(
+      (await list()).map((e) => [e.chain_id, e.enabled]),
+      [[HOME, true]],
+    );
+    assert.equal((await authorize(p, HOME)).statusCode, 200);
+    const refused = await authorize(p, OTHER);
+    assert.equal(refused.statusCode, 403, refused.body);
+    assert.equal(refused.json().code, "not_allowlisted");
+
+    const entry = (chainId: number | null | undefined) => ({
+      targetContract: MINT_TARGET,
+      functionSelector: MINT_SELECTOR,
+      ...(chainId === undefined ? {} : { chainId }),
+    });
+    const post = (chainId: number | null | undefined) =>
+      t.request({
+        method: "POST",
+        url: `/projects/${p.projectId}/allowlist`,
+        token: p.ownerToken,
+        payload: entry(chainId),
+      });
+    const del = (chainId: number | null | undefined) =>
+      t.request({
+        method: "DELETE",
+        url: `/projects/${p.projectId}/allowlist`,
+        token: p.ownerToken,
+        payload: entry(chainId),
+      });
+
+    assert.equal((await post(OTHER)).statusCode, 201);
+    assert.equal((await authorize(p, OTHER)).statusCode, 200);
+    // Disabling the home chain's entry (no chain named) leaves the other chain's.
+    assert.equal((await del(undefined)).statusCode, 200);
+    assert.equal((await authorize(p, HOME)).json().code, "not_allowlisted");
+    assert.equal((await authorize(p, OTHER)).statusCode, 200);
+    // An entry for every chain allows both; disabling it, and the other chain's, allows neither.
+    assert.equal((await post(null)).statusCode, 201);
+    assert.equal((await authorize(p, HOME)).statusCode, 200);
+    assert.equal((await del(null)).statusCode, 200);
+    assert.equal((await del(OTHER)).statusCode, 200);
+    assert.equal((await authorize(p, OTHER)).json().code, "not_allowlisted");
+    assert.deepEqual(
+      (await list()).map((e) => [e.chain_id, e.enabled]),
+      [
+        [null, false],
+        [HOME, false],
+        [OTHER, false],
+      ].sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    );
+    // A chain not served here is refused, and changes nothing.
+    const unknown = await post(5);
+    assert.equal(unknown.statusCode, 400, unknown.body);
+    assert.equal((await list()).length, 3);
+  });
+});
+
 describe("a gas tank per chain", () => {
   it("a deposit on one chain never pays for another: a full home tank leaves the other chain at 402", async () => {
-    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    const p = await fundedEverywhere(10n ** 18n);
     const refused = await authorize(p, OTHER);
     assert.equal(refused.statusCode, 402, refused.body);
     assert.equal(refused.json().code, "insufficient_balance");
@@ -172,7 +255,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("a tank of exactly K reservations on one chain grants K there, whatever the other chain holds", async () => {
-    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    const p = await fundedEverywhere(10n ** 18n);
     await creditDeposit(t.db, {
       projectId: p.projectId,
       chainId: OTHER,
@@ -198,7 +281,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("settles, releases and reverses on the reservation's chain, and parity holds per chain", async () => {
-    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    const p = await fundedEverywhere(10n ** 18n);
     await creditDeposit(t.db, {
       projectId: p.projectId,
       chainId: OTHER,
@@ -304,7 +387,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("counts the daily cap per chain, and sums each chain's tanks apart for its paymaster", async () => {
-    const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 18n);
+    const p = await fundedEverywhere(10n ** 18n);
     await creditDeposit(t.db, {
       projectId: p.projectId,
       chainId: OTHER,

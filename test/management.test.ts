@@ -198,6 +198,9 @@ describe("projects", () => {
         balance: amount.toString(),
         balanceFormatted: formatted,
         currency: "S",
+        // The home chain's tank, and every tank (issue 23): here the one chain served.
+        chainId: 14601,
+        chains: [{ chainId: 14601, balance: amount.toString(), balanceFormatted: formatted, currency: "S" }],
       });
     }
   });

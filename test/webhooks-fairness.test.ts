@@ -335,7 +335,7 @@ describe("request deadlines survive garbage collection", () => {
 async function emitBalanceLow(projectId: string, n: number) {
   await t.db.query(
     `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[$2::int]),
-       array_fill(jsonb_build_object('balance', '1', 'threshold', '2'), ARRAY[$2::int]))`,
+       array_fill(jsonb_build_object('chainId', 14601, 'balance', '1', 'threshold', '2'), ARRAY[$2::int]))`,
     [projectId, n],
   );
 }

@@ -4,10 +4,21 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { Address, bearer, Name, ProjectParams, responses, Selector, Timestamp } from "../http/schemas.ts";
-import { addEntry, disableEntry, listEntries, MAX_ENTRIES_PER_PROJECT, patchEntry } from "./store.ts";
+import {
+  addEntry,
+  disableEntry,
+  homeChainOf,
+  listEntries,
+  MAX_ENTRIES_PER_PROJECT,
+  type Pair,
+  patchEntry,
+} from "./store.ts";
 
 const Entry = Type.Object(
   {
+    chain_id: Type.Union([Type.Integer(), Type.Null()], {
+      description: "The chain the entry allows calls on; null: every chain served",
+    }),
     target_contract: Type.String(),
     function_selector: Type.String(),
     name: Type.Union([Type.String(), Type.Null()], { description: "The name given to the entry, if any" }),
@@ -16,18 +27,26 @@ const Entry = Type.Object(
   },
   { $id: "AllowlistEntry" },
 );
+const ChainChoice = Type.Optional(
+  Type.Union([Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1 }), Type.Null()], {
+    description:
+      "The chain the entry is for: a chain id, or null for every chain. Absent: the project's home chain " +
+      "(a contract address on one chain is not the same contract on another)",
+  }),
+);
 const Pair = Type.Object(
-  { targetContract: Address, functionSelector: Selector },
+  { targetContract: Address, functionSelector: Selector, chainId: ChainChoice },
   { additionalProperties: false },
 );
 const NamedPair = Type.Object(
-  { targetContract: Address, functionSelector: Selector, name: Type.Optional(Name) },
+  { targetContract: Address, functionSelector: Selector, chainId: ChainChoice, name: Type.Optional(Name) },
   { additionalProperties: false },
 );
 const PairChange = Type.Object(
   {
     targetContract: Address,
     functionSelector: Selector,
+    chainId: ChainChoice,
     name: Type.Optional(Type.Union([Name, Type.Null()])),
     enabled: Type.Optional(Type.Boolean()),
   },
@@ -50,6 +69,22 @@ export function normaliseAddress(value: string): string {
 export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
   const { db } = services;
   const tags = ["allowlist"];
+  /** The entry's key from a body: the chain named (one served here, or null), else the home chain. */
+  const pairOf = async (
+    projectId: string,
+    body: { targetContract: string; functionSelector: string; chainId?: number | null },
+  ): Promise<Pair> => {
+    let chain = body.chainId;
+    if (chain === undefined) chain = await homeChainOf(db, projectId);
+    else if (chain !== null && !services.config.chains.some((c) => c.chainId === chain)) {
+      throw invalid(`chain ${chain} is not served here (GET /blockchain/chains lists the chains)`);
+    }
+    return {
+      chain: chain ?? null,
+      target: normaliseAddress(body.targetContract),
+      selector: body.functionSelector.toLowerCase(),
+    };
+  };
 
   app.get(
     "/projects/:id/allowlist",
@@ -82,10 +117,9 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
     async (request, reply) => {
       const projectId = request.params.id;
       await authorizeProject(db, request, projectId, "allowlist:write");
-      const target = normaliseAddress(request.body.targetContract);
-      const selector = request.body.functionSelector.toLowerCase();
+      const pair = await pairOf(projectId, request.body);
       const name = request.body.name ?? null;
-      const result = await db.transaction((tx) => addEntry(tx, projectId, target, selector, name));
+      const result = await db.transaction((tx) => addEntry(tx, projectId, pair, name));
       if (!result) {
         throw new ApiError(
           "allowlist_full",
@@ -111,14 +145,11 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       const projectId = request.params.id;
       await authorizeProject(db, request, projectId, "allowlist:write");
-      const { targetContract, functionSelector, ...change } = request.body;
-      const entry = await patchEntry(
-        db,
-        projectId,
-        normaliseAddress(targetContract),
-        functionSelector.toLowerCase(),
-        change,
-      );
+      const { targetContract: _t, functionSelector: _s, chainId: _c, ...change } = request.body;
+      if (change.name === undefined && change.enabled === undefined) {
+        throw invalid("nothing to change: give name or enabled");
+      }
+      const entry = await patchEntry(db, projectId, await pairOf(projectId, request.body), change);
       return entry ?? Promise.reject(notFound("allowlist entry"));
     },
   );
@@ -138,8 +169,7 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       const projectId = request.params.id;
       await authorizeProject(db, request, projectId, "allowlist:write");
-      const target = normaliseAddress(request.body.targetContract);
-      const entry = await disableEntry(db, projectId, target, request.body.functionSelector.toLowerCase());
+      const entry = await disableEntry(db, projectId, await pairOf(projectId, request.body));
       return entry ?? Promise.reject(notFound("allowlist entry"));
     },
   );

@@ -1,6 +1,8 @@
 import type { Queryable } from "../db/db.ts";
 
 export interface AllowlistEntry {
+  /** The chain the entry allows calls on; null: every chain (migration 037). */
+  chain_id: number | null;
   target_contract: string;
   function_selector: string;
   name: string | null;
@@ -10,12 +12,32 @@ export interface AllowlistEntry {
 
 export const MAX_ENTRIES_PER_PROJECT = 1000;
 
-const COLUMNS = "target_contract, function_selector, name, enabled, created_at";
+const COLUMNS = "chain_id, target_contract, function_selector, name, enabled, created_at";
+
+/** An entry's key: its contract and function on one chain, or on every chain (chain null). */
+export interface Pair {
+  chain: number | null;
+  target: string;
+  selector: string;
+}
+
+/** The key's condition, on parameters $1 (project), $2 (chain), $3 (target), $4 (selector). */
+const KEY = `project_id = $1 AND chain_id IS NOT DISTINCT FROM $2::integer
+  AND target_contract = $3 AND function_selector = $4`;
+
+/** The project's home chain (migration 035), where an entry goes when no chain is named. */
+export async function homeChainOf(db: Queryable, projectId: string): Promise<number | null> {
+  const rows = await db.query<{ chain: number }>(
+    "SELECT home_chain_id AS chain FROM projects WHERE id = $1",
+    [projectId],
+  );
+  return rows[0]?.chain ?? null;
+}
 
 export async function listEntries(db: Queryable, projectId: string): Promise<AllowlistEntry[]> {
   const rows = await db.query<Row>(
     `SELECT ${COLUMNS} FROM allowlist_entries
-     WHERE project_id = $1 ORDER BY created_at, target_contract, function_selector`,
+     WHERE project_id = $1 ORDER BY created_at, target_contract, function_selector, chain_id NULLS FIRST`,
     [projectId],
   );
   return rows.map(toEntry);
@@ -29,16 +51,15 @@ export async function listEntries(db: Queryable, projectId: string): Promise<All
 export async function addEntry(
   tx: Queryable,
   projectId: string,
-  target: string,
-  selector: string,
+  pair: Pair,
   name: string | null = null,
 ): Promise<{ entry: AllowlistEntry; created: boolean } | null> {
   await tx.query("SELECT id FROM projects WHERE id = $1 FOR UPDATE", [projectId]);
   const existing = await tx.query<Row>(
-    `UPDATE allowlist_entries SET enabled = true, name = COALESCE($4, name), updated_at = now()
-     WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3
+    `UPDATE allowlist_entries SET enabled = true, name = COALESCE($5, name), updated_at = now()
+     WHERE ${KEY}
      RETURNING ${COLUMNS}`,
-    [projectId, target, selector, name],
+    [projectId, pair.chain, pair.target, pair.selector, name],
   );
   if (existing[0]) return { entry: toEntry(existing[0]), created: false };
   const [{ n }] = (await tx.query<{ n: number }>(
@@ -47,10 +68,10 @@ export async function addEntry(
   )) as [{ n: number }];
   if (n >= MAX_ENTRIES_PER_PROJECT) return null;
   const rows = await tx.query<Row>(
-    `INSERT INTO allowlist_entries (project_id, target_contract, function_selector, name)
-     VALUES ($1, $2, $3, $4)
+    `INSERT INTO allowlist_entries (project_id, chain_id, target_contract, function_selector, name)
+     VALUES ($1, $2, $3, $4, $5)
      RETURNING ${COLUMNS}`,
-    [projectId, target, selector, name],
+    [projectId, pair.chain, pair.target, pair.selector, name],
   );
   return { entry: toEntry(rows[0]!), created: true };
 }
@@ -59,14 +80,13 @@ export async function addEntry(
 export async function disableEntry(
   db: Queryable,
   projectId: string,
-  target: string,
-  selector: string,
+  pair: Pair,
 ): Promise<AllowlistEntry | null> {
   const rows = await db.query<Row>(
     `UPDATE allowlist_entries SET enabled = false, updated_at = now()
-     WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3 AND enabled
+     WHERE ${KEY} AND enabled
      RETURNING ${COLUMNS}`,
-    [projectId, target, selector],
+    [projectId, pair.chain, pair.target, pair.selector],
   );
   return rows[0] ? toEntry(rows[0]) : null;
 }
@@ -78,21 +98,29 @@ export async function disableEntry(
 export async function patchEntry(
   db: Queryable,
   projectId: string,
-  target: string,
-  selector: string,
+  pair: Pair,
   change: { name?: string | null; enabled?: boolean },
 ): Promise<AllowlistEntry | null> {
   const rows = await db.query<Row>(
-    `UPDATE allowlist_entries SET name = CASE WHEN $4::boolean THEN $5::text ELSE name END,
-       enabled = COALESCE($6::boolean, enabled), updated_at = now()
-     WHERE project_id = $1 AND target_contract = $2 AND function_selector = $3
+    `UPDATE allowlist_entries SET name = CASE WHEN $5::boolean THEN $6::text ELSE name END,
+       enabled = COALESCE($7::boolean, enabled), updated_at = now()
+     WHERE ${KEY}
      RETURNING ${COLUMNS}`,
-    [projectId, target, selector, change.name !== undefined, change.name ?? null, change.enabled ?? null],
+    [
+      projectId,
+      pair.chain,
+      pair.target,
+      pair.selector,
+      change.name !== undefined,
+      change.name ?? null,
+      change.enabled ?? null,
+    ],
   );
   return rows[0] ? toEntry(rows[0]) : null;
 }
 
 interface Row {
+  chain_id: number | null;
   target_contract: string;
   function_selector: string;
   name: string | null;
@@ -102,25 +130,4 @@ interface Row {
 
 function toEntry(r: Row): AllowlistEntry {
   return { ...r, created_at: r.created_at.toISOString() };
-}
-
-/**
- * The index of the first call whose (target, selector) is not an enabled entry of the project's
- * allowlist, or null when all are. A read for the ERC-7677 stub, which reserves nothing; the
- * reservation checks again in its own statement.
- */
-export async function firstNotAllowlisted(
-  db: Queryable,
-  projectId: string,
-  calls: { target: string; selector: string }[],
-): Promise<number | null> {
-  if (calls.length === 0) return null;
-  const rows = await db.query<{ target_contract: string; function_selector: string }>(
-    `SELECT target_contract, function_selector FROM allowlist_entries
-     WHERE project_id = $1 AND enabled AND target_contract = ANY($2::text[]) AND function_selector = ANY($3::text[])`,
-    [projectId, calls.map((c) => c.target), calls.map((c) => c.selector)],
-  );
-  const allowed = new Set(rows.map((r) => `${r.target_contract}:${r.function_selector}`));
-  const missing = calls.findIndex((c) => !allowed.has(`${c.target}:${c.selector}`));
-  return missing === -1 ? null : missing;
 }

@@ -103,7 +103,8 @@ describe("two chains, two tanks", () => {
       method: "POST",
       url: `/projects/${p.projectId}/allowlist`,
       token: p.ownerToken,
-      payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR },
+      // Every chain: the same game contract address on both local chains.
+      payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
     });
     assert.equal(allow.statusCode, 201, allow.body);
     const account = await t.request({

@@ -113,7 +113,7 @@ BEGIN
         WITH ORDINALITY AS c(target, selector, ord)
       WHERE NOT EXISTS (SELECT 1 FROM allowlist_entries a
         WHERE a.project_id = p_project AND a.target_contract = c.target AND a.function_selector = c.selector
-          AND a.enabled);
+          AND a.enabled AND (a.chain_id = v_chain OR a.chain_id IS NULL));
     idx := it.idx; stored_digest := NULL; stored_response := NULL; call_index := v_missing; refused_by := NULL;
 
     -- The policies: the first refusing rule of each group, read without writing anything.
