@@ -675,7 +675,9 @@ function chainArgument(args: string[]): number {
   const raw = args[at]!.includes("=") ? args[at]!.slice("--chain=".length) : args[at + 1];
   const id = Number(raw);
   if (!raw || !/^\d{1,10}$/.test(raw) || id < 1 || id > 2 ** 31 - 1) {
-    console.error(`--chain takes a chain id (an integer from 1 to ${2 ** 31 - 1}), not ${JSON.stringify(raw ?? "")}`);
+    console.error(
+      `--chain takes a chain id (an integer from 1 to ${2 ** 31 - 1}), not ${JSON.stringify(raw ?? "")}`,
+    );
     process.exit(2);
   }
   return id;

@@ -7,10 +7,10 @@ import { Address, bearer, Name, ProjectParams, responses, Selector, Timestamp } 
 import {
   addEntry,
   disableEntry,
+  type Pair as EntryKey,
   homeChainOf,
   listEntries,
   MAX_ENTRIES_PER_PROJECT,
-  type Pair,
   patchEntry,
 } from "./store.ts";
 
@@ -73,7 +73,7 @@ export const allowlistRoutes: RoutePlugin = async (app, { services }) => {
   const pairOf = async (
     projectId: string,
     body: { targetContract: string; functionSelector: string; chainId?: number | null },
-  ): Promise<Pair> => {
+  ): Promise<EntryKey> => {
     let chain = body.chainId;
     if (chain === undefined) chain = await homeChainOf(db, projectId);
     else if (chain !== null && !services.config.chains.some((c) => c.chainId === chain)) {
