@@ -29,6 +29,7 @@ import { toSimpleSmartAccount } from "permissionless/accounts";
 import { createPimlicoClient } from "permissionless/clients/pimlico";
 import {
   type Address,
+  concat,
   encodeFunctionData,
   formatEther,
   formatGwei,
@@ -375,13 +376,20 @@ async function authorizeMint(scene: Scene, accountGas: AccountGas): Promise<Auth
     accountGas.preVerificationGas +
     PAYMASTER_GAS_LIMITS.verificationGasLimit +
     PAYMASTER_GAS_LIMITS.postOpGasLimit;
+  // An account not yet deployed is deployed by this operation: the service reads the code its
+  // factory call will put there (initCode = factory ‖ factoryData), as the bundler will run it.
+  const account = scene.player.account;
+  const initCode = (await account.isDeployed())
+    ? undefined
+    : await account.getFactoryArgs().then(({ factory, factoryData }) => concat([factory!, factoryData!]));
   const auth = await scene.api.call<Authorization>("POST", "/sponsor/authorize", scene.project.apiKey, {
     projectId: scene.project.id,
-    user: scene.player.account.address,
+    user: account.address,
     target: scene.stack.gameItems,
     selector: MINT_SELECTOR,
     estimatedGas: Number(estimatedGas),
     chainId: CHAIN_ID,
+    ...(initCode ? { initCode } : {}),
   });
   detail(`authorize    estimatedGas ${gas(estimatedGas)} → authorization ${auth.authorizationId}`);
   detail(

@@ -213,6 +213,19 @@ describe("a gas tank per chain", () => {
       ],
     );
 
+    // The events name their chain, and filter by it.
+    const byChain = async (chainId: number) => {
+      const res = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/analytics/events?chainId=${chainId}`,
+        token: p.ownerToken,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      return (res.json().events as { chain_id: number }[]).map((e) => e.chain_id);
+    };
+    assert.deepEqual(await byChain(OTHER), [OTHER]);
+    assert.deepEqual(await byChain(HOME), [HOME]);
+
     // The balance view and the project answer for the home chain, in its currency.
     const balance = await t.request({
       method: "GET",

@@ -35,6 +35,7 @@ const Event = Type.Object(
         "Unix time in seconds, end of the authorization's validity: a pending event holds max_gas_cost " +
         "reserved until then, and is released (expired) when its operation has not appeared by then",
     }),
+    chain_id: Type.Integer({ description: "The chain the operation is for, whose gas tank paid for it" }),
   },
   { $id: "TransactionEvent" },
 );
@@ -205,6 +206,9 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
             status: Type.Optional(Status),
             sender: Type.Optional(Address),
             target: Type.Optional(Address),
+            chainId: Type.Optional(
+              Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1, description: "One chain's events alone" }),
+            ),
             from: Type.Optional(Type.String({ format: "date-time", description: "created_at at or after" })),
             to: Type.Optional(Type.String({ format: "date-time", description: "created_at before" })),
           },
@@ -226,7 +230,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      const { limit, offset, cursor, status, sender, target, from, to } = request.query;
+      const { limit, offset, cursor, status, sender, target, chainId, from, to } = request.query;
       let afterId: number | null = null;
       if (cursor !== undefined) {
         if (offset > 0) throw new ApiError("invalid_cursor", "send either a cursor or an offset, not both");
@@ -235,7 +239,14 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
           throw new ApiError("invalid_cursor", "the cursor is not one this service issued");
       }
       const { fromMs, toMs } = instantRange(from, to);
-      const filters = { status, sender: sender?.toLowerCase(), target: target?.toLowerCase(), fromMs, toMs };
+      const filters = {
+        status,
+        sender: sender?.toLowerCase(),
+        target: target?.toLowerCase(),
+        chainId,
+        fromMs,
+        toMs,
+      };
       return events(reads, request.params.id, { limit, offset, afterId, filters });
     },
   );

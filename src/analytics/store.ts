@@ -106,6 +106,8 @@ export interface EventRecord {
   user_op_hash: string | null;
   /** Unix seconds: the end of the authorization's validity window. */
   valid_until: number;
+  /** The chain the operation is for, whose tank paid for it. */
+  chain_id: number;
 }
 
 export interface EventFilters {
@@ -113,6 +115,8 @@ export interface EventFilters {
   /** Lowercase addresses. */
   sender?: string;
   target?: string;
+  /** One chain's events alone. */
+  chainId?: number;
   /** created_at >= from and < to (ms). */
   fromMs?: number;
   toMs?: number;
@@ -145,7 +149,7 @@ export function decodeCursor(cursor: string): number | null {
 const EVENT_COLUMNS = `id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
   max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost,
   ${hex("tx_hash")} AS tx_hash, ${hex("user_op_hash")} AS user_op_hash,
-  valid_until`;
+  valid_until, chain_id`;
 
 /**
  * One page of the project's events, newest first. Keyset (`afterId`, from a cursor) reads one
@@ -176,6 +180,7 @@ export async function events(
     add(`${addressKey(`${s}sender`)} = ${addressKey("?")} AND ${s}sender = ?`, filters.sender);
   if (filters.target)
     add(`${addressKey(`${s}target`)} = ${addressKey("?")} AND ${s}target = ?`, filters.target);
+  if (filters.chainId !== undefined) add(`${s}chain_id = ?`, filters.chainId);
   if (filters.fromMs !== undefined) add(`${s}created_at >= ?`, new Date(filters.fromMs));
   if (filters.toMs !== undefined) add(`${s}created_at < ?`, new Date(filters.toMs));
   const from = byStatus
