@@ -170,6 +170,91 @@ describe("an allowlist per chain", () => {
   });
 });
 
+describe("policies per chain", () => {
+  it("a rule for one chain leaves the others alone; a rule for every chain counts each chain apart", async () => {
+    const p = await fundedEverywhere(10n ** 18n);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `pol:${p.projectId}`,
+      amountWei: 10n ** 18n,
+    });
+    const put = (ruleId: string, body: Record<string, unknown>) =>
+      t.request({
+        method: "PUT",
+        url: `/projects/${p.projectId}/policies/${ruleId}`,
+        token: p.ownerToken,
+        payload: body,
+      });
+    const other = await put("other-once", {
+      kind: "project_count_cap",
+      maxOperations: 1,
+      window: "day",
+      chainId: OTHER,
+    });
+    assert.equal(other.statusCode, 201, other.body);
+    assert.equal(other.json().chain_id, OTHER);
+    const player = `0x${"c4".repeat(20)}`;
+    const as = (chainId: number) =>
+      t.request({
+        method: "POST",
+        url: "/sponsor/authorize",
+        token: p.apiKey,
+        payload: {
+          projectId: p.projectId,
+          user: player,
+          target: MINT_TARGET,
+          selector: MINT_SELECTOR,
+          estimatedGas: 100_000,
+          chainId,
+        },
+      });
+    assert.equal((await as(OTHER)).statusCode, 200);
+    assert.equal((await as(OTHER)).json().code, "project_cap_exceeded");
+    assert.equal((await as(HOME)).statusCode, 200);
+    assert.equal((await as(HOME)).statusCode, 200);
+
+    // For every chain (no chainId): one operation per player and day on each chain.
+    const every = await put("once-a-day", { kind: "sender_count_cap", maxOperations: 1, window: "day" });
+    assert.equal(every.statusCode, 201, every.body);
+    assert.equal(every.json().chain_id, null);
+    assert.equal((await as(HOME)).statusCode, 200);
+    assert.equal((await as(HOME)).json().code, "sender_cap_exceeded");
+    const paused = await put("other-once", {
+      kind: "project_count_cap",
+      maxOperations: 1,
+      window: "day",
+      chainId: OTHER,
+      paused: true,
+    });
+    assert.equal(paused.statusCode, 200, paused.body);
+    assert.equal((await as(OTHER)).statusCode, 200, "the other chain's count of this player is its own");
+    const usage = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/policies/once-a-day/usage`,
+      token: p.ownerToken,
+    });
+    assert.equal(usage.statusCode, 200, usage.body);
+    assert.deepEqual(
+      (usage.json() as { chain_id: number; operations: number }[])
+        .map((u) => [u.chain_id, u.operations])
+        .sort(),
+      [
+        [HOME, 1],
+        [OTHER, 1],
+      ],
+    );
+    // A chain not served here is refused.
+    const unknown = await put("nowhere", {
+      kind: "project_count_cap",
+      maxOperations: 1,
+      window: "day",
+      chainId: 5,
+    });
+    assert.equal(unknown.statusCode, 400, unknown.body);
+  });
+});
+
 describe("a gas tank per chain", () => {
   it("a deposit on one chain never pays for another: a full home tank leaves the other chain at 402", async () => {
     const p = await fundedEverywhere(10n ** 18n);

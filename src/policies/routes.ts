@@ -38,6 +38,9 @@ const Rule = Type.Object(
       description: "A paused rule keeps its settings and counters and refuses nothing",
     }),
     kind: Kind,
+    chain_id: Type.Union([Type.Integer(), Type.Null()], {
+      description: "The chain the rule applies on; null: every chain, each chain's counters apart",
+    }),
     max_wei: Type.Union([Wei, Type.Null()]),
     max_operations: Type.Union([Type.Integer(), Type.Null()]),
     window: Type.Union([WindowName, Type.Null()]),
@@ -57,6 +60,12 @@ const RuleBody = Type.Object(
     kind: Kind,
     name: Type.Optional(Name),
     paused: Type.Optional(Type.Boolean({ description: "Store the rule paused (default false)" })),
+    chainId: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1 }), Type.Null()], {
+        description:
+          "The chain the rule applies on (one served here); absent or null: every chain, each counted apart",
+      }),
+    ),
     maxWei: Type.Optional(
       Type.String({
         pattern: Wei.pattern,
@@ -97,6 +106,7 @@ const RuleParams = Type.Object(
 
 const Usage = Type.Object({
   subject: Type.String({ description: "The sender, or * for a project-wide cap" }),
+  chain_id: Type.Integer({ description: "The chain counted: a rule's counters are kept per chain" }),
   window_start: Timestamp,
   spent_wei: Wei,
   operations: Type.Integer(),
@@ -164,6 +174,10 @@ export const policyRoutes: RoutePlugin = async (app, { services }) => {
     async (request, reply) => {
       const { id: projectId, ruleId } = request.params;
       await authorizeProject(db, request, projectId, "allowlist:write");
+      const { chainId } = request.body;
+      if (chainId != null && !services.config.chains.some((c) => c.chainId === chainId)) {
+        throw new ApiError("invalid_policy", `chain ${chainId} is not served here (GET /blockchain/chains)`);
+      }
       const result = await db.transaction((tx) => putRule(tx, projectId, ruleId, request.body));
       if (result.kind === "no_project") throw notFound("project");
       if (result.kind === "invalid") throw new ApiError("invalid_policy", result.detail);

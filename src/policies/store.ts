@@ -15,6 +15,8 @@ export interface RuleRecord {
   /** A paused rule keeps its settings and counters and refuses nothing until resumed. */
   paused: boolean;
   kind: RuleKind;
+  /** The chain the rule applies on; null: every chain, each counted apart (migration 038). */
+  chain_id: number | null;
   max_wei: string | null;
   max_operations: number | null;
   window: Window | null;
@@ -33,6 +35,7 @@ interface Row {
   name: string | null;
   paused: boolean;
   kind: RuleKind;
+  chain_id: number | null;
   max_wei: string | null;
   max_operations: number | null;
   window_kind: Window | null;
@@ -44,7 +47,7 @@ interface Row {
   updated_at: Date;
 }
 
-const COLUMNS = `id, name, paused, kind, max_wei::text AS max_wei, max_operations, window_kind, window_seconds, starts_at,
+const COLUMNS = `id, name, paused, kind, chain_id, max_wei::text AS max_wei, max_operations, window_kind, window_seconds, starts_at,
   ends_at, senders, created_at, updated_at`;
 
 /** The project's rules, the daily cap first when it is set; null when the project does not exist. */
@@ -66,6 +69,7 @@ export async function listRules(db: Queryable, projectId: string): Promise<RuleR
             name: "Daily cap",
             paused: false,
             kind: "project_spend_cap",
+            chain_id: null,
             max_wei: project.cap,
             max_operations: null,
             window: "day",
@@ -96,7 +100,12 @@ export async function putRule(
   tx: Queryable,
   projectId: string,
   ruleId: string,
-  { name = null, paused = false, ...input }: RuleInput & { name?: string | null; paused?: boolean },
+  {
+    name = null,
+    paused = false,
+    chainId = null,
+    ...input
+  }: RuleInput & { name?: string | null; paused?: boolean; chainId?: number | null },
 ): Promise<PutResult> {
   const locked = await tx.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [projectId]);
   if (locked.length === 0) return { kind: "no_project" };
@@ -108,13 +117,13 @@ export async function putRule(
   const created = rows.length === others.length;
   const [stored] = await tx.query<Row>(
     `INSERT INTO policy_rules AS p (project_id, id, kind, max_wei, max_operations, window_kind,
-       window_seconds, starts_at, ends_at, senders, name, paused)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+       window_seconds, starts_at, ends_at, senders, name, paused, chain_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
      ON CONFLICT (project_id, id) DO UPDATE SET kind = EXCLUDED.kind, max_wei = EXCLUDED.max_wei,
        max_operations = EXCLUDED.max_operations, window_kind = EXCLUDED.window_kind,
        window_seconds = EXCLUDED.window_seconds, starts_at = EXCLUDED.starts_at,
        ends_at = EXCLUDED.ends_at, senders = EXCLUDED.senders, name = EXCLUDED.name,
-       paused = EXCLUDED.paused, updated_at = now()
+       paused = EXCLUDED.paused, chain_id = EXCLUDED.chain_id, updated_at = now()
      RETURNING ${COLUMNS}`,
     [
       projectId,
@@ -129,6 +138,7 @@ export async function putRule(
       r.senders,
       name,
       paused,
+      chainId,
     ],
   );
   return { kind: "stored", rule: toRecord(stored!), created };
@@ -169,6 +179,8 @@ export async function deleteRule(
 
 export interface UsageRecord {
   subject: string;
+  /** The chain counted: a rule's counters are kept per chain. */
+  chain_id: number;
   window_start: string;
   spent_wei: string;
   operations: number;
@@ -190,20 +202,22 @@ export async function ruleUsage(
   if (!rule[0]) return null;
   const rows = await db.query<{
     subject: string;
+    chain_id: number;
     window_start: Date;
     spent: string;
     ops: number;
     reached_at: Date | null;
   }>(
-    `SELECT u.subject, u.window_start, u.spent::text AS spent, u.ops, u.reached_at
+    `SELECT u.subject, u.chain_id, u.window_start, u.spent::text AS spent, u.ops, u.reached_at
      FROM policy_usage u JOIN policy_rules r ON r.project_id = u.project_id AND r.id = u.rule_id
      WHERE u.project_id = $1 AND u.rule_id = $2
        AND u.window_start = policy_window_start(r.window_kind, r.window_seconds, $3)
-     ORDER BY u.ops DESC, u.spent DESC, u.subject LIMIT $4`,
+     ORDER BY u.ops DESC, u.spent DESC, u.subject, u.chain_id LIMIT $4`,
     [projectId, ruleId, new Date(nowMs), limit],
   );
   return rows.map((u) => ({
     subject: u.subject,
+    chain_id: u.chain_id,
     window_start: u.window_start.toISOString(),
     spent_wei: u.spent,
     operations: Number(u.ops),
@@ -231,6 +245,7 @@ function toRecord(r: Row): RuleRecord {
     name: r.name,
     paused: r.paused,
     kind: r.kind,
+    chain_id: r.chain_id,
     max_wei: r.max_wei,
     max_operations: r.max_operations === null ? null : Number(r.max_operations),
     window: r.window_kind,

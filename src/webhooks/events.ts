@@ -23,8 +23,7 @@ const Hash = Type.String({ pattern: "^0x[0-9a-fA-F]{64}$" });
 const Selector = Type.String({ pattern: "^0x[0-9a-fA-F]{8}$" });
 const Instant = Type.String({ format: "date-time" });
 const ChainId = Type.Integer({ minimum: 1 });
-const Nullable = <T extends TSchema>(schema: T, description?: string) =>
-  Type.Union([schema, Type.Null()], description ? { description } : {});
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 const payload = <P extends Record<string, TSchema>>(properties: P) =>
   Type.Object(properties, { additionalProperties: false });
 
@@ -100,7 +99,7 @@ export const EVENTS = {
     payload: payload({
       ruleId: Type.String(),
       kind: Type.String(),
-      chainId: Nullable(ChainId, "null: a policy counts every chain together"),
+      chainId: ChainId,
       sender: Nullable(Address),
       window: Nullable(Type.String()),
       windowSeconds: Nullable(Type.Integer()),
@@ -118,7 +117,7 @@ export const EVENTS = {
     payload: payload({
       ruleId: Type.String({ description: "daily_cap, or the policy rule's id" }),
       kind: Type.String(),
-      chainId: Nullable(ChainId, "the daily cap's chain; null for a policy budget, which counts every chain"),
+      chainId: ChainId,
       percent: Type.Union([50, 75, 90, 100].map((n) => Type.Literal(n))),
       window: Nullable(Type.String()),
       windowStart: Instant,

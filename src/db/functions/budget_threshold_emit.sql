@@ -1,7 +1,7 @@
 -- Emits `budget.threshold` for a level the window has not announced yet; the caller has already
 -- recorded the level with the window's counter (once per window, whether or not anyone listens).
--- p_chain is the chain of a daily cap's count (daily_usage_adjust.sql); NULL for a policy budget,
--- which counts every chain.
+-- p_chain is the chain whose count crossed the level: budgets are counted per chain (the daily cap
+-- in daily_usage, a policy's in policy_usage; migrations 035 and 038).
 CREATE OR REPLACE FUNCTION budget_threshold_emit(p_project text, p_rule_id text, p_kind text, p_window text,
     p_window_start timestamptz, p_max_wei numeric, p_max_ops bigint, p_spent numeric, p_ops bigint,
     p_level smallint, p_now timestamptz, p_chain integer) RETURNS void

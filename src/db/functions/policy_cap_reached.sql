@@ -1,15 +1,15 @@
--- `cap.reached`, once per (rule, subject, window): the window's row is marked when it is emitted.
-CREATE OR REPLACE FUNCTION policy_cap_reached(p_project text, r policy_rules, p_subject text, p_ws timestamptz,
-    p_spent numeric, p_ops bigint, p_now timestamptz) RETURNS void
+-- `cap.reached`, once per (rule, subject, chain, window): the window's row is marked when it is
+-- emitted. Counters are per chain (migration 038), so the event names the chain that reached it.
+CREATE OR REPLACE FUNCTION policy_cap_reached(p_project text, r policy_rules, p_subject text, p_chain integer,
+    p_ws timestamptz, p_spent numeric, p_ops bigint, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   UPDATE policy_usage SET reached_at = p_now
-    WHERE project_id = p_project AND rule_id = r.id AND subject = p_subject AND window_start = p_ws
-      AND reached_at IS NULL;
+    WHERE project_id = p_project AND rule_id = r.id AND subject = p_subject AND chain_id = p_chain
+      AND window_start = p_ws AND reached_at IS NULL;
   IF FOUND THEN
     PERFORM emit_event(p_project, 'cap.reached', jsonb_build_object(
-      -- A policy counts every chain together: it names none.
-      'ruleId', r.id, 'kind', r.kind, 'chainId', NULL,
+      'ruleId', r.id, 'kind', r.kind, 'chainId', p_chain,
       'sender', CASE WHEN p_subject = '*' THEN NULL ELSE p_subject END,
       'window', r.window_kind, 'windowSeconds', r.window_seconds,
       'windowStart', to_char(p_ws AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),

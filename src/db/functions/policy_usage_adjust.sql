@@ -1,5 +1,6 @@
 -- Gives back to the windows an authorization was counted in: `p_spent` wei and `p_ops`
--- operations (negative amounts count again, for an operation charged after its release).
+-- operations (negative amounts count again, for an operation charged after its release), on the
+-- authorization's chain (counters are per chain, migration 038).
 CREATE OR REPLACE FUNCTION policy_usage_adjust(p_auth_id text, p_spent numeric, p_ops bigint) RETURNS void
 LANGUAGE sql AS $$
   UPDATE policy_usage u
@@ -7,5 +8,5 @@ LANGUAGE sql AS $$
   FROM sponsorships s, jsonb_to_recordset(s.policy_usage) AS c(rule text, subject text, window_start timestamptz)
   WHERE decode(substr(s.auth_id, 3), 'hex') = decode(substr(p_auth_id, 3), 'hex') AND s.policy_usage IS NOT NULL
     AND u.project_id = s.project_id AND u.rule_id = c.rule AND u.subject = c.subject
-    AND u.window_start = c.window_start;
+    AND u.chain_id = s.chain_id AND u.window_start = c.window_start;
 $$;

@@ -75,8 +75,9 @@ BEGIN
   SELECT spent INTO v_spent FROM daily_usage WHERE project_id = p_project AND chain_id = v_chain AND day = v_day;
   v_spent := COALESCE(v_spent, 0);
   -- A paused rule refuses nothing (migrations/026_rule_names.sql): it is left out here.
+  -- A rule for another chain is left out too; a rule for every chain counts this chain apart.
   SELECT array_agg(pr ORDER BY pr.id) INTO v_rules FROM policy_rules pr
-    WHERE pr.project_id = p_project AND NOT pr.paused;
+    WHERE pr.project_id = p_project AND NOT pr.paused AND (pr.chain_id IS NULL OR pr.chain_id = v_chain);
 
   FOR it IN SELECT * FROM jsonb_to_recordset(p_items) AS x(
       idx integer, nonce text, digest text, auth_id text, key_id bigint, chain_id integer, sender text,
@@ -136,7 +137,8 @@ BEGIN
           v_subject := CASE WHEN r.kind LIKE 'sender_%' THEN it.sender ELSE '*' END;
           v_ws := policy_window_start(r.window_kind, r.window_seconds, p_now);
           SELECT u.spent, u.ops INTO v_used, v_ops FROM policy_usage u
-            WHERE u.project_id = p_project AND u.rule_id = r.id AND u.subject = v_subject AND u.window_start = v_ws;
+            WHERE u.project_id = p_project AND u.rule_id = r.id AND u.subject = v_subject
+              AND u.chain_id = v_chain AND u.window_start = v_ws;
           IF (r.max_wei IS NOT NULL AND COALESCE(v_used, 0) + it.cost > r.max_wei)
               OR (r.max_operations IS NOT NULL AND COALESCE(v_ops, 0) + 1 > r.max_operations) THEN
             IF v_subject = '*' AND v_project_rule.id IS NULL THEN
@@ -155,14 +157,14 @@ BEGIN
       outcome := v_static; refused_by := v_static_rule;
     ELSIF v_sender_rule.id IS NOT NULL THEN
       outcome := 'sender_cap_exceeded'; refused_by := v_sender_rule.id;
-      IF NOT p_dry THEN PERFORM policy_cap_refused(p_project, v_sender_rule, it.sender, p_now); END IF;
+      IF NOT p_dry THEN PERFORM policy_cap_refused(p_project, v_sender_rule, it.sender, v_chain, p_now); END IF;
     ELSIF v_balance - v_taken < it.cost THEN
       outcome := 'insufficient_balance';
     ELSIF v_cap IS NOT NULL AND v_spent + it.cost > v_cap THEN
       outcome := 'daily_cap_exceeded'; refused_by := 'daily_cap';
     ELSIF v_project_rule.id IS NOT NULL THEN
       outcome := 'project_cap_exceeded'; refused_by := v_project_rule.id;
-      IF NOT p_dry THEN PERFORM policy_cap_refused(p_project, v_project_rule, '*', p_now); END IF;
+      IF NOT p_dry THEN PERFORM policy_cap_refused(p_project, v_project_rule, '*', v_chain, p_now); END IF;
     ELSIF p_dry THEN
       outcome := 'reserved';
     ELSE
@@ -172,13 +174,13 @@ BEGIN
           CONTINUE WHEN r.window_kind IS NULL;
           v_subject := CASE WHEN r.kind LIKE 'sender_%' THEN it.sender ELSE '*' END;
           v_ws := policy_window_start(r.window_kind, r.window_seconds, p_now);
-          INSERT INTO policy_usage AS u (project_id, rule_id, subject, window_start, spent, ops)
-            VALUES (p_project, r.id, v_subject, v_ws, it.cost, 1)
-            ON CONFLICT (project_id, rule_id, subject, window_start)
+          INSERT INTO policy_usage AS u (project_id, rule_id, subject, chain_id, window_start, spent, ops)
+            VALUES (p_project, r.id, v_subject, v_chain, v_ws, it.cost, 1)
+            ON CONFLICT (project_id, rule_id, subject, chain_id, window_start)
               DO UPDATE SET spent = u.spent + EXCLUDED.spent, ops = u.ops + 1
             RETURNING u.spent, u.ops, u.reached_at, u.alerted_pct INTO v_used, v_ops, v_reached, v_alerted;
           IF v_reached IS NULL AND (v_used >= r.max_wei OR v_ops >= r.max_operations) THEN
-            PERFORM policy_cap_reached(p_project, r, v_subject, v_ws, v_used, v_ops, p_now);
+            PERFORM policy_cap_reached(p_project, r, v_subject, v_chain, v_ws, v_used, v_ops, p_now);
           END IF;
           -- A project-wide budget announces 50/75/90/100 % once per window (budget_threshold_emit.sql);
           -- a per-sender cap does not: every player would report their own.
@@ -186,9 +188,10 @@ BEGIN
             v_level := GREATEST(budget_level(v_used, r.max_wei), budget_level(v_ops, r.max_operations));
             IF v_level > v_alerted THEN
               UPDATE policy_usage SET alerted_pct = v_level
-                WHERE project_id = p_project AND rule_id = r.id AND subject = '*' AND window_start = v_ws;
+                WHERE project_id = p_project AND rule_id = r.id AND subject = '*' AND chain_id = v_chain
+                  AND window_start = v_ws;
               PERFORM budget_threshold_emit(p_project, r.id, r.kind, r.window_kind, v_ws, r.max_wei,
-                r.max_operations, v_used, v_ops, v_level, p_now, NULL);
+                r.max_operations, v_used, v_ops, v_level, p_now, v_chain);
             END IF;
           END IF;
           v_counted := COALESCE(v_counted, '[]'::jsonb)
