@@ -493,7 +493,7 @@ describe("/metrics after some traffic, on a chain with the watchers running", ()
       assert.equal(value("gss_paymaster_deposit_ether", { ...chain, entry_point }), 10);
     }
     assert.equal(value("gss_open_reservations_ether", chain), Number(formatEther(reservedWei)));
-    assert.equal(value("gss_gas_tanks_ether"), Number(formatEther(parseEther("1") - reservedWei)));
+    assert.equal(value("gss_gas_tanks_ether", chain), Number(formatEther(parseEther("1") - reservedWei)));
     assert.equal(value("gss_paymaster_deposit_coverage", chain), 0);
     assert.equal(value("gss_readiness_check_status", { check: "database" }), 0);
     assert.equal(value("gss_readiness_check_status", { check: "chain:14601" }), 0);

@@ -291,7 +291,7 @@ function depositProbe(
         return { status: "degraded", detail: "could not read the gas tanks and open reservations" };
       }
       for (const p of coverage.paymasters) metrics?.paymasterDeposit(chainId, p.version, p.depositWei);
-      metrics?.gasTanks(coverage.tanksWei);
+      metrics?.gasTanks(chainId, coverage.tanksWei);
       metrics?.openReservations(chainId, coverage.reservedWei);
       metrics?.depositCoverage(chainId, coverage.state);
       if (coverage.state === "ok") return { status: "ok", detail: coverage.detail };

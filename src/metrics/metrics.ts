@@ -110,7 +110,8 @@ export interface Metrics {
   paymasterDeposit(chainId: number, entryPoint: string, wei: bigint | null): void;
   /** The paymaster's stake as last read (metrics/paymaster-stake.ts). */
   paymasterStake(chainId: number, entryPoint: string, reading: PaymasterStakeReading): void;
-  gasTanks(wei: bigint): void;
+  /** The sum of every project's tank on one chain (a tank per project and chain, migration 035). */
+  gasTanks(chainId: number, wei: bigint): void;
   openReservations(chainId: number, wei: bigint): void;
   depositCoverage(chainId: number, state: keyof typeof COVERAGE_VALUE): void;
   readinessCheck(check: string, status: keyof typeof CHECK_STATUS_VALUE): void;
@@ -319,7 +320,8 @@ export function createMetrics(options: {
   const tanks = new Gauge({
     aggregator: "max",
     name: "gss_gas_tanks_ether",
-    help: "The sum of every project's gas tank balance (ether)",
+    help: "The sum of every project's gas tank on the chain, in its native currency (ether: 1e18 of its smallest unit)",
+    labelNames: ["chain_id"],
     registers,
   });
   const reservations = new Gauge({
@@ -496,7 +498,7 @@ export function createMetrics(options: {
       depositReadAt.set(key, { labels, atMs: now() });
     },
     paymasterStake,
-    gasTanks: (wei) => tanks.set(weiToEther(wei)),
+    gasTanks: (chainId, wei) => tanks.set({ chain_id: String(chainId) }, weiToEther(wei)),
     openReservations: (chainId, wei) => reservations.set({ chain_id: String(chainId) }, weiToEther(wei)),
     depositCoverage: (chainId, state) => coverage.set({ chain_id: String(chainId) }, COVERAGE_VALUE[state]),
     readinessCheck: (check, status) => readiness.set({ check }, CHECK_STATUS_VALUE[status]),

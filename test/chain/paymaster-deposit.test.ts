@@ -135,7 +135,7 @@ describe("the paymasters' EntryPoint deposits against the tanks and open reserva
     assert.equal(gauge(now.metrics, 'gss_paymaster_deposit_coverage{chain_id="14601"}'), 0);
     assert.equal(gauge(now.metrics, 'gss_paymaster_deposit_ether{chain_id="14601",entry_point="0.7"}'), 10);
     assert.equal(gauge(now.metrics, 'gss_paymaster_deposit_ether{chain_id="14601",entry_point="0.8"}'), 10);
-    assert.equal(gauge(now.metrics, "gss_gas_tanks_ether"), 5);
+    assert.equal(gauge(now.metrics, 'gss_gas_tanks_ether{chain_id="14601"}'), 5);
     assert.equal(gauge(now.metrics, 'gss_open_reservations_ether{chain_id="14601"}'), 0);
     assert.deepEqual(transitions(), []);
   });
