@@ -1,7 +1,5 @@
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import type { Hex } from "viem";
 import { foldOldChainOperations } from "../src/retention/chain-operations.ts";
 import { maintenance } from "../src/retention/maintenance.ts";
 import type { ChainOperation } from "../src/settlement/scan.ts";
@@ -11,6 +9,7 @@ import {
   fundedProject,
   MINT_SELECTOR,
   MINT_TARGET,
+  paidOperation,
   startTestApp,
   TEST_PAYMASTER,
   type TestApp,
@@ -29,23 +28,8 @@ after(() => t.close());
 
 const CHAIN = 14601;
 const paymaster = TEST_PAYMASTER.toLowerCase();
-const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}` as Hex;
-
-function paid(authId: string | null, blockNumber: bigint, costWei: bigint): ChainOperation {
-  return {
-    blockHash: hex(32),
-    logIndex: 0,
-    blockNumber,
-    txHash: hex(32),
-    userOpHash: hex(32),
-    sender: `0x${"ee".repeat(20)}`,
-    authId: authId as Hex | null,
-    success: true,
-    prefundTooLow: false,
-    actualGasUsed: 60_000n,
-    actualGasCostWei: costWei,
-  } as ChainOperation;
-}
+const paid = (authId: string | null, blockNumber: bigint, costWei: bigint) =>
+  paidOperation(authId, { blockNumber, costWei });
 
 async function authorized(): Promise<string> {
   const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 16n);

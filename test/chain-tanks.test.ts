@@ -1,12 +1,18 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import type { Hex } from "viem";
 import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
 import { creditDeposit, parity, release, TANKS_ON_CHAIN_SQL } from "../src/ledger/ledger.ts";
-import type { ChainOperation } from "../src/settlement/scan.ts";
 import { orphanOperations, recordOperation } from "../src/settlement/store.ts";
-import { fundedProject, MINT_SELECTOR, MINT_TARGET, startTestApp, type TestApp } from "./support/app.ts";
+import {
+  authorizeMint,
+  fundedProject,
+  MINT_SELECTOR,
+  MINT_TARGET,
+  paidOperation,
+  startTestApp,
+  type TestApp,
+} from "./support/app.ts";
 
 /**
  * One gas tank per (project, chain) (issue 23, migration 035): a deposit on one chain never pays
@@ -32,8 +38,6 @@ before(async () => {
 });
 after(() => t.close());
 
-const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}` as Hex;
-
 /** A project funded on its home chain whose allowlist entry is for every chain. */
 async function fundedEverywhere(tankWei: bigint) {
   const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, tankWei);
@@ -47,21 +51,8 @@ async function fundedEverywhere(tankWei: bigint) {
   return p;
 }
 
-function authorize(p: { projectId: string; apiKey: string }, chainId: number) {
-  return t.request({
-    method: "POST",
-    url: "/sponsor/authorize",
-    token: p.apiKey,
-    payload: {
-      projectId: p.projectId,
-      user: `0x${randomBytes(20).toString("hex")}`,
-      target: MINT_TARGET,
-      selector: MINT_SELECTOR,
-      estimatedGas: 100_000,
-      chainId,
-    },
-  });
-}
+const authorize = (p: { projectId: string; apiKey: string }, chainId: number) =>
+  authorizeMint(t, p, undefined, chainId);
 
 async function granted(p: { projectId: string; apiKey: string }, chainId: number) {
   const res = await authorize(p, chainId);
@@ -84,21 +75,7 @@ async function tanks(projectId: string): Promise<Record<number, bigint>> {
   return Object.fromEntries(rows.map((r) => [r.chain_id, BigInt(r.balance)]));
 }
 
-function paid(authId: string, costWei: bigint): ChainOperation {
-  return {
-    blockHash: hex(32),
-    logIndex: 0,
-    blockNumber: 77n,
-    txHash: hex(32),
-    userOpHash: hex(32),
-    sender: `0x${"ee".repeat(20)}`,
-    authId: authId as Hex,
-    success: true,
-    prefundTooLow: false,
-    actualGasUsed: 50_000n,
-    actualGasCostWei: costWei,
-  };
-}
+const paid = (authId: string, costWei: bigint) => paidOperation(authId, { blockNumber: 77n, costWei });
 
 describe("an allowlist per chain", () => {
   it("an entry allows its chain alone, unless made for every chain; the home chain when none is named", async () => {

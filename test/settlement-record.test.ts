@@ -1,14 +1,12 @@
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import type { Hex } from "viem";
-import type { ChainOperation } from "../src/settlement/scan.ts";
 import { recordOperation } from "../src/settlement/store.ts";
 import {
   authorizeMint,
   fundedProject,
   MINT_SELECTOR,
   MINT_TARGET,
+  paidOperation,
   startTestApp,
   TEST_PAYMASTER,
   type TestApp,
@@ -24,22 +22,7 @@ before(async () => {
 });
 after(() => t.close());
 
-const hex = (bytes: number) => `0x${randomBytes(bytes).toString("hex")}` as Hex;
-function paid(authId: string): ChainOperation {
-  return {
-    blockHash: hex(32),
-    logIndex: 3,
-    blockNumber: 1234n,
-    txHash: hex(32),
-    userOpHash: hex(32),
-    sender: `0x${"ee".repeat(20)}`,
-    authId: authId as Hex,
-    success: true,
-    prefundTooLow: false,
-    actualGasUsed: 60_000n,
-    actualGasCostWei: 1_000_000n,
-  };
-}
+const paid = (authId: string) => paidOperation(authId, { logIndex: 3 });
 
 async function authorized() {
   const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 16n);

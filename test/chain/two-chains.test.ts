@@ -9,7 +9,14 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { type Address, parseEther } from "viem";
 import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
-import { MINT_SELECTOR, MINT_TARGET, seedProject, startTestApp, type TestApp } from "../support/app.ts";
+import {
+  authorizeMint,
+  MINT_SELECTOR,
+  MINT_TARGET,
+  seedProject,
+  startTestApp,
+  type TestApp,
+} from "../support/app.ts";
 import { type DevChain, startChain } from "../support/chain/anvil.ts";
 import { watcherClient } from "../support/chain-service.ts";
 
@@ -80,21 +87,9 @@ async function parityByChain(projectId: string) {
   return (res.json().chains as { chainId: number; inSync: boolean }[]).map((c) => [c.chainId, c.inSync]);
 }
 
-function authorize(p: { projectId: string; apiKey: string }, chainId: number) {
-  return t.request({
-    method: "POST",
-    url: "/sponsor/authorize",
-    token: p.apiKey,
-    payload: {
-      projectId: p.projectId,
-      user: `0x${"ab".repeat(20)}`,
-      target: MINT_TARGET,
-      selector: MINT_SELECTOR,
-      estimatedGas: 100_000,
-      chainId,
-    },
-  });
-}
+/** The same player each time. */
+const authorize = (p: { projectId: string; apiKey: string }, chainId: number) =>
+  authorizeMint(t, p, `0x${"ab".repeat(20)}`, chainId);
 
 describe("two chains, two tanks", () => {
   test("a transfer credits the chain it was made on; an empty tank on the other chain is 402", async () => {

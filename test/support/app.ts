@@ -8,6 +8,7 @@ import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { pino } from "pino";
+import type { Hex } from "viem";
 import { IMPLEMENTATION_RULES } from "../../src/accounts/code/implementations.ts";
 import type { SenderCodeResolver } from "../../src/accounts/code/resolve.ts";
 import { buildApp } from "../../src/app.ts";
@@ -22,6 +23,7 @@ import { type LocalIssuer, localIssuer } from "../../src/identity/tokens.ts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
 import { ZERO_HASH } from "../../src/paymaster/layout.ts";
 import { wireServices } from "../../src/services.ts";
+import type { ChainOperation } from "../../src/settlement/scan.ts";
 import { assertEventsMatchRegistry } from "./events.ts";
 import { responseValidator } from "./openapi.ts";
 
@@ -326,11 +328,15 @@ export async function fundedProject(
 export const MINT_TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
 export const MINT_SELECTOR = "0xa0712d68";
 
-/** One call authorization of a mint with the project's key, for `user` (a fresh random sender by default). */
+/**
+ * One call authorization of a mint with the project's key, for `user` (a fresh random sender by
+ * default), on `chainId` (14601 by default).
+ */
 export function authorizeMint(
   t: TestApp,
   p: { projectId: string; apiKey: string },
   user = `0x${randomBytes(20).toString("hex")}`,
+  chainId = 14601,
 ) {
   return t.request({
     method: "POST",
@@ -342,7 +348,28 @@ export function authorizeMint(
       target: MINT_TARGET,
       selector: MINT_SELECTOR,
       estimatedGas: 100_000,
-      chainId: 14601,
+      chainId,
     },
   });
+}
+
+/** A paid operation as the settlement watcher reads it from a UserOperationEvent, fresh hashes each. */
+export function paidOperation(
+  authId: string | null,
+  o: { blockNumber?: bigint; costWei?: bigint; logIndex?: number } = {},
+): ChainOperation {
+  const hash = () => `0x${randomBytes(32).toString("hex")}` as Hex;
+  return {
+    blockHash: hash(),
+    logIndex: o.logIndex ?? 0,
+    blockNumber: o.blockNumber ?? 1234n,
+    txHash: hash(),
+    userOpHash: hash(),
+    sender: `0x${"ee".repeat(20)}`,
+    authId: authId as Hex | null,
+    success: true,
+    prefundTooLow: false,
+    actualGasUsed: 60_000n,
+    actualGasCostWei: o.costWei ?? 1_000_000n,
+  } as ChainOperation;
 }
