@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
 import { creditDeposit, parity, release, TANKS_ON_CHAIN_SQL } from "../src/ledger/ledger.ts";
@@ -445,6 +444,15 @@ describe("a gas tank per chain", () => {
         [HOME, "0", true],
         [OTHER, "7", false],
       ],
+    );
+    const otherParity = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/funds/parity?chainId=${OTHER}`,
+      token: p.ownerToken,
+    });
+    assert.deepEqual(
+      [otherParity.json().delta, otherParity.json().inSync, otherParity.json().cachedBalance],
+      ["7", false, (afterReorg[OTHER]! + 7n).toString()],
     );
     const report = await t.request({
       method: "GET",

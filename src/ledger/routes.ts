@@ -4,7 +4,7 @@ import { scopeAllows } from "../access/roles.ts";
 import type { Scope } from "../api-keys/format.ts";
 import type { RoutePlugin } from "../context.ts";
 import type { Queryable } from "../db/db.ts";
-import { forbidden } from "../http/problem.ts";
+import { forbidden, notFound } from "../http/problem.ts";
 import { bearer, ProjectParams, responses, Timestamp } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
 import { type ParityReport, parity } from "./ledger.ts";
@@ -68,7 +68,16 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
           "sums every entry of the project instead (slower: it also proves the checkpoints).",
         params: ProjectParams,
         querystring: Type.Object(
-          { fromScratch: Type.Optional(Type.Boolean({ default: false })) },
+          {
+            fromScratch: Type.Optional(Type.Boolean({ default: false })),
+            chainId: Type.Optional(
+              Type.Integer({
+                minimum: 1,
+                maximum: 2 ** 31 - 1,
+                description: "Answer the top-level fields for this chain's tank instead of the home chain's",
+              }),
+            ),
+          },
           { additionalProperties: false },
         ),
         response: responses({ 200: Report }),
@@ -76,8 +85,23 @@ export const parityRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
+      const { chainId } = request.query;
       const fromScratch = request.query.fromScratch === true;
-      return (await services.reads.snapshot((q) => parity(q, [request.params.id], { fromScratch })))[0]!;
+      const report = (
+        await services.reads.snapshot((q) => parity(q, [request.params.id], { fromScratch }))
+      )[0]!;
+      if (chainId === undefined) return report;
+      // A chain the project has no tank on has an empty ledger there, and agrees with it.
+      const tank = report.chains.find((c) => c.chainId === chainId);
+      if (!tank && !services.config.chains.some((c) => c.chainId === chainId)) throw notFound("chain");
+      const { chainId: _, ...top } = tank ?? {
+        chainId,
+        ledgerBalance: "0",
+        cachedBalance: "0",
+        delta: "0",
+        inSync: true,
+      };
+      return { ...report, ...top };
     },
   );
 
