@@ -5,6 +5,8 @@
 -- 105 bytes per operation against 78 for the ascending (project_id, seq) key, and by target, with
 -- eight targets, 127). Ascending, a new entry goes to the right end, where PostgreSQL splits a
 -- full page by leaving it full. Queries are unchanged: ORDER BY id DESC reads these backwards.
+-- Measured at 300,000 operations afterwards: by project 58 bytes per operation (from 105); by
+-- target 120 (from 127), its eight ranges filling in the middle of the index.
 CREATE INDEX sponsorships_by_project_asc ON sponsorships (project_id, id);
 DROP INDEX sponsorships_by_project;
 ALTER INDEX sponsorships_by_project_asc RENAME TO sponsorships_by_project;
