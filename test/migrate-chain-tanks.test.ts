@@ -1,10 +1,11 @@
 /**
- * Migration 035 (issue 23) gives every tank a chain: a database at the schema before it, with a
- * funded project, a settled and a pending operation, a checkpoint, a day of usage and a day of
- * rollups, migrates with all of it on chain 14601, the project's home chain, and nothing else
- * changed: the balance, every entry, the checkpoint, the day's usage and the rollups read the
- * same, parity is in sync from the checkpoint and from scratch, and what happens next (the pending
- * reservation released, a deposit credited before) lands on 14601 as before.
+ * Migrations 035–038 (issue 23) give every tank, ledger entry, allowlist entry and policy counter a
+ * chain. A database at the schema before them, with a funded project, a settled and a pending
+ * operation, a checkpoint, a day of usage and of rollups, an allowlist entry and a rule with its
+ * counter, migrates with all of it on chain 14601, the project's home chain (the rule stays one
+ * for every chain), and nothing else changed: the balance, every entry, the checkpoint, the day's
+ * usage and the rollups read the same, parity is in sync from the checkpoint and from scratch, and
+ * what happens next (the pending reservation released, a deposit credited before) lands on 14601.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -75,6 +76,20 @@ before(async () => {
      VALUES ($1, (now() AT TIME ZONE 'UTC')::date, 2, 1, 90000, $2)`,
     [PROJECT, COST.toString()],
   );
+  await db.query(
+    "INSERT INTO allowlist_entries (project_id, target_contract, function_selector) VALUES ($1, $2, '0xa0712d68')",
+    [PROJECT, `0x${"7a".repeat(20)}`],
+  );
+  await db.query(
+    `INSERT INTO policy_rules (project_id, id, kind, max_operations, window_kind)
+     VALUES ($1, 'five-a-day', 'sender_count_cap', 5, 'day')`,
+    [PROJECT],
+  );
+  await db.query(
+    `INSERT INTO policy_usage (project_id, rule_id, subject, window_start, spent, ops)
+     VALUES ($1, 'five-a-day', $2, date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', $3, 2)`,
+    [PROJECT, sender, (2n * MAX).toString()],
+  );
   entriesBefore = await db.query(
     "SELECT id::text, kind, amount::text, reference FROM ledger_entries WHERE project_id = $1 ORDER BY id",
     [PROJECT],
@@ -118,6 +133,23 @@ describe("migrating to a tank per chain", () => {
         [PROJECT],
       ),
       [{ authorized: 2, success: 1, cost_wei: COST.toString() }],
+    );
+  });
+
+  it("keeps the allowlist entries 14601's, the rules for every chain, and their counters 14601's", async () => {
+    assert.deepEqual(
+      await db.query("SELECT chain_id FROM allowlist_entries WHERE project_id = $1", [PROJECT]),
+      [{ chain_id: 14601 }],
+    );
+    assert.deepEqual(
+      await db.query("SELECT id, chain_id FROM policy_rules WHERE project_id = $1", [PROJECT]),
+      [{ id: "five-a-day", chain_id: null }],
+    );
+    assert.deepEqual(
+      await db.query("SELECT chain_id, ops::int, spent::text FROM policy_usage WHERE project_id = $1", [
+        PROJECT,
+      ]),
+      [{ chain_id: 14601, ops: 2, spent: (2n * MAX).toString() }],
     );
   });
 
