@@ -469,6 +469,42 @@ describe("a gas tank per chain", () => {
     ]);
   });
 
+  it("announces balance.low for the tank that crossed the threshold, naming its chain", async () => {
+    const p = await fundedEverywhere(10n ** 18n);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `low:${p.projectId}`,
+      amountWei: 10n ** 15n,
+    });
+    const hook = await t.request({
+      method: "POST",
+      url: `/projects/${p.projectId}/webhooks`,
+      token: p.ownerToken,
+      payload: { url: "https://hooks.example.com/low", eventTypes: ["balance.low"] },
+    });
+    assert.equal(hook.statusCode, 201, hook.body);
+    const alert = await t.request({
+      method: "PUT",
+      url: `/projects/${p.projectId}/balance-alert`,
+      token: p.ownerToken,
+      payload: { thresholdWei: (10n ** 15n - 1n).toString() },
+    });
+    assert.equal(alert.statusCode, 200, alert.body);
+    // A reservation on the other chain takes its tank below the threshold; the home tank stays far above.
+    await granted(p, OTHER);
+    await granted(p, HOME);
+    const events = await t.db.query<{ chain: number; balance: string }>(
+      `SELECT (payload ->> 'chainId')::int AS chain, payload ->> 'balance' AS balance FROM event_outbox
+       WHERE project_id = $1 AND type = 'balance.low'`,
+      [p.projectId],
+    );
+    assert.deepEqual(
+      events.map((e) => [e.chain, e.balance]),
+      [[OTHER, (await tanks(p.projectId))[OTHER]!.toString()]],
+    );
+  });
+
   it("counts the daily cap per chain, and sums each chain's tanks apart for its paymaster", async () => {
     const p = await fundedEverywhere(10n ** 18n);
     await creditDeposit(t.db, {
