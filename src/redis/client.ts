@@ -131,9 +131,18 @@ function credentialsOf(url: string | null): Pick<RedisOptions, "username" | "pas
  * the client is connected to is a master (ROLE).
  * A cluster: every master in the client's slot map answers PING and the cluster reports
  * `cluster_state:ok` (all 16384 slots served), so a master lost before its replica took over
- * reads as degraded, not as healthy through the masters that remain.
+ * reads as degraded, not as healthy through the masters that remain. A connected client that
+ * misses the bound once is asked again before it counts as unreachable.
  */
 export async function redisHealthy(client: RedisClient): Promise<boolean> {
+  // A connection that is not up fails at once; one that is up gets a second look before it is
+  // called unreachable, so that one answer slower than the bound (a busy event loop on either
+  // side) does not flip readiness.
+  if (await answers(client)) return true;
+  return client.status === "ready" && (await answers(client));
+}
+
+async function answers(client: RedisClient): Promise<boolean> {
   try {
     if (client instanceof Cluster) {
       if (client.status !== "ready") return false;
