@@ -29,7 +29,12 @@ export interface MigrationResult {
  */
 export async function migrate(db: Db, options: { until?: string } = {}): Promise<MigrationResult> {
   return db.transaction(async (tx) => {
-    await tx.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK_KEY]);
+    // Instances starting together take turns on their schema: the one that waits does so for as
+    // long as the other's migrations take, not the connection's lock_timeout (seconds, made for
+    // requests), and the same wait covers a migration's own table locks against live traffic.
+    // Schemas are independent, so the lock is per schema (tests migrate many side by side).
+    await tx.query("SET LOCAL lock_timeout = '300s'");
+    await tx.query("SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", [MIGRATION_LOCK_KEY]);
     const migrations = await applyMigrations(tx, options.until);
     // A schema stopped at an earlier migration (a test building yesterday's database) has no
     // functions: today's may name columns it does not have yet.
