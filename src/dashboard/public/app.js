@@ -1,20 +1,24 @@
 // The dashboard's shell: sign-in, the router (hash routes: the server serves one page), the
 // navigation and the page registry. Pages are modules with a `render(ctx)` that returns nodes;
 // they load on demand.
-import { devSignIn, get } from "./api.js";
+import { devSignIn, get, seg } from "./api.js";
 import { claims, completeOidc, currentToken, onAuthChange, setToken, signOut, startOidc } from "./auth.js";
+import { chainChoice, currencyOf, withChainId } from "./chains.js";
 import { announce, errorBox, field, form, h } from "./ui.js";
 
-/** A project's pages, in tab order. Adding one is a module with `render(ctx)` and a line here. */
+/**
+ * A project's pages, in tab order. Adding one is a module with `render(ctx)` and a line here.
+ * `perChain`: the page shows one chain's tank and figures, chosen with the chain switcher.
+ */
 export const PROJECT_TABS = [
-  { id: "overview", label: "Overview", load: () => import("./page-project.js") },
+  { id: "overview", label: "Overview", load: () => import("./page-project.js"), perChain: true },
   { id: "keys", label: "API keys", load: () => import("./page-keys.js") },
   { id: "allowlist", label: "Allowlist", load: () => import("./page-allowlist.js") },
   { id: "policies", label: "Policies", load: () => import("./page-policies.js") },
   { id: "webhooks", label: "Webhooks", load: () => import("./page-webhooks.js") },
-  { id: "funding", label: "Funding", load: () => import("./page-funding.js") },
-  { id: "analytics", label: "Analytics", load: () => import("./page-analytics.js") },
-  { id: "events", label: "Events", load: () => import("./page-events.js") },
+  { id: "funding", label: "Funding", load: () => import("./page-funding.js"), perChain: true },
+  { id: "analytics", label: "Analytics", load: () => import("./page-analytics.js"), perChain: true },
+  { id: "events", label: "Events", load: () => import("./page-events.js"), perChain: true },
   { id: "refusals", label: "Refusals", load: () => import("./page-refusals.js") },
   { id: "parity", label: "Parity", load: () => import("./page-parity.js"), exportName: "projectParity" },
 ];
@@ -43,9 +47,8 @@ let settings = { signIn: "token", oidc: null, chains: [] };
 let cleanups = [];
 let renderSeq = 0;
 
-function currency() {
-  return settings.chains[0]?.nativeCurrency ?? { symbol: "", decimals: 18 };
-}
+/** The chain switcher's id: a change re-renders the page, and focus returns to the new one. */
+const CHAIN_SWITCHER_ID = "chain-switcher";
 
 function parseRoute() {
   const path = location.hash.startsWith("#/") ? location.hash.slice(1).split("?")[0] : "/orgs";
@@ -81,7 +84,15 @@ async function render() {
   }
   const ctx = {
     settings,
-    currency: currency(),
+    // The first served chain's, until a page about one chain (projectFrame) chooses its own.
+    currency: currencyOf(settings.chains, undefined),
+    // The chain the page's figures are for: null (ask the API without a chainId) unless a switcher is shown.
+    chainId: null,
+    homeChainId: null,
+    // What links to the page's own views carry over (`chain` when the address named one).
+    linkQuery: {},
+    forChain: (path) => withChainId(path, ctx.chainId),
+    currencyOf: (chainId) => currencyOf(settings.chains, chainId),
     params: route.params,
     query: route.query,
     onCleanup: (fn) => cleanups.push(fn),
@@ -96,9 +107,13 @@ async function render() {
     const content = route.tab ? await projectFrame(ctx, route.tab, page) : await page(ctx);
     if (seq !== renderSeq) return;
     const focusWasInMain = main.contains(document.activeElement) && document.activeElement !== main;
+    const switcherHadFocus = document.activeElement?.id === CHAIN_SWITCHER_ID;
     main.replaceChildren(content);
     document.title = `${main.querySelector("h1")?.textContent ?? "Dashboard"} — Gas Sponsorship`;
-    if (!focusWasInMain || !ctx.keepFocus) main.querySelector("h1")?.focus();
+    const switcher = document.getElementById(CHAIN_SWITCHER_ID);
+    // Choosing a chain keeps the reader on the switcher, as choosing from any list would.
+    if (switcherHadFocus && switcher) switcher.focus();
+    else if (!focusWasInMain || !ctx.keepFocus) main.querySelector("h1")?.focus();
   } catch (err) {
     if (seq !== renderSeq) return;
     errors.show(err);
@@ -110,6 +125,7 @@ async function render() {
 async function projectFrame(ctx, tab, page) {
   const id = ctx.params[0];
   ctx.projectId = id;
+  const switcher = tab.perChain ? await chooseChain(ctx) : null;
   const content = await page(ctx);
   const tabs = h(
     "nav",
@@ -124,7 +140,7 @@ async function projectFrame(ctx, tab, page) {
           h(
             "a",
             {
-              href: `#/projects/${encodeURIComponent(id)}${t.id === "overview" ? "" : `/${t.id}`}`,
+              href: tabHref(id, t, ctx.linkQuery),
               "aria-current": t === tab ? "page" : null,
             },
             t.label,
@@ -139,7 +155,77 @@ async function projectFrame(ctx, tab, page) {
     h("p", { class: "crumbs" }, h("a", { href: "#/projects" }, "Projects"), " / ", h("span", {}, id)),
     h("h1", { tabindex: "-1" }, `${tab.label} — ${id}`),
     tabs,
+    switcher,
     content,
+  );
+}
+
+/** A tab's address; the pages about one chain keep the chain the address named. */
+function tabHref(projectId, tab, linkQuery) {
+  const path = `#/projects/${encodeURIComponent(projectId)}${tab.id === "overview" ? "" : `/${tab.id}`}`;
+  return tab.perChain && linkQuery.chain
+    ? `${path}?${new URLSearchParams({ chain: linkQuery.chain })}`
+    : path;
+}
+
+/** The home chain of the project shown last: it is set when the project is made, so asked once. */
+let homeChain = { projectId: null, chainId: null };
+
+async function homeChainOf(projectId) {
+  if (homeChain.projectId !== projectId) {
+    const project = await get(`/projects/${seg(projectId)}`);
+    homeChain = { projectId, chainId: project.home_chain_id };
+  }
+  return homeChain.chainId;
+}
+
+/**
+ * With more than one chain served, chooses the chain a page's figures are for (the address's
+ * `chain`, else the project's home chain), sets it on the page's context and returns the switcher.
+ * With one chain there is nothing to choose: the page asks the API as it always has, no chainId.
+ */
+async function chooseChain(ctx) {
+  if (settings.chains.length < 2) return null;
+  const homeChainId = await homeChainOf(ctx.projectId);
+  const { offered, selected, unknown } = chainChoice(settings.chains, homeChainId, ctx.query.get("chain"));
+  Object.assign(ctx, {
+    chainId: selected.chainId,
+    homeChainId,
+    currency: selected.currency,
+    linkQuery: unknown === null && ctx.query.has("chain") ? { chain: String(selected.chainId) } : {},
+  });
+  const choose = (event) => {
+    const query = new URLSearchParams(location.hash.split("?")[1] ?? "");
+    query.set("chain", event.target.value);
+    // A page number counts the previous chain's rows.
+    query.delete("page");
+    const chosen = offered.find((c) => String(c.chainId) === event.target.value);
+    if (chosen) announce(`Showing ${chosen.label}`);
+    location.hash = `${location.hash.split("?")[0]}?${query}`;
+  };
+  return h(
+    "div",
+    { class: "chain-switcher" },
+    field(
+      "Chain",
+      {
+        tag: "select",
+        id: CHAIN_SWITCHER_ID,
+        name: "chain",
+        onchange: choose,
+        options: offered.map((c) =>
+          h("option", { value: String(c.chainId), selected: c === selected }, c.label),
+        ),
+      },
+      `The gas tank and figures below are this chain's, in ${selected.currency.symbol || "its currency"}.`,
+    ),
+    unknown === null
+      ? null
+      : h(
+          "p",
+          { class: "muted", role: "status" },
+          `Chain ${unknown} is not served here: showing the home chain, ${selected.label}.`,
+        ),
   );
 }
 

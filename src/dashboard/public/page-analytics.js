@@ -1,7 +1,9 @@
 // Analytics: the overview's totals and top contracts, per-day charts from the daily rollup
 // (operations, cost and active senders), refusals per day by reason, the shares of requests
 // sponsored and refused, outcomes of every authorization, top senders. Every
-// figure is exact and read from the service's rollups, whatever the project's history.
+// figure is exact and read from the service's rollups, whatever the project's history. With several
+// chains served, the figures are the chosen chain's (ctx.chainId), in its currency; refusals are
+// counted per request, for every chain.
 import { get, seg } from "./api.js";
 import { barChart, rankChart, STACK_SERIES, shareChart, stackedChart } from "./charts.js";
 import { formatUnits } from "./money.js";
@@ -19,16 +21,20 @@ export async function render(ctx) {
   const id = ctx.projectId;
   const range = `from=${utcDay(1 - DAYS)}&to=${utcDay(0)}`;
   const [overview, daily, refusals, senders, ...totals] = await Promise.all([
-    get(`/projects/${seg(id)}/analytics/overview`),
-    get(`/projects/${seg(id)}/analytics/daily?${range}`),
+    get(ctx.forChain(`/projects/${seg(id)}/analytics/overview`)),
+    get(ctx.forChain(`/projects/${seg(id)}/analytics/daily?${range}`)),
     get(`/projects/${seg(id)}/analytics/refusals?${range}`),
-    get(`/projects/${seg(id)}/analytics/senders?by=operations&limit=5`),
-    // A status filter's `total` is one rollup row: the outcomes of every authorization.
-    ...STATUSES.map((status) => get(`/projects/${seg(id)}/analytics/events?limit=1&status=${status}`)),
+    get(ctx.forChain(`/projects/${seg(id)}/analytics/senders?by=operations&limit=5`)),
+    // A status filter's `total` is one rollup row: the outcomes of every authorization. One
+    // chain's are counted (up to the API's cap, which the answer says with totalCapped).
+    ...STATUSES.map((status) =>
+      get(ctx.forChain(`/projects/${seg(id)}/analytics/events?limit=1&status=${status}`)),
+    ),
   ]);
   const { decimals, symbol } = ctx.currency;
   const days = daily.days.map((d) => d.day);
   const outcomes = Object.fromEntries(STATUSES.map((status, i) => [status, totals[i].total]));
+  const capped = STATUSES.filter((_, i) => totals[i].totalCapped);
   return h(
     "div",
     {},
@@ -118,6 +124,13 @@ export async function render(ctx) {
           { key: "pending", label: "Pending", value: outcomes.pending },
         ],
       }),
+      capped.length === 0
+        ? null
+        : h(
+            "p",
+            { class: "muted" },
+            `Each outcome is counted up to ${totals[STATUSES.indexOf(capped[0])].total.toLocaleString("en")}: there are more ${capped.join(" and ")} than shown.`,
+          ),
     ),
     h(
       "div",

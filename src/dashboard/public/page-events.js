@@ -1,5 +1,6 @@
 // The events table: newest first, paged and filtered by the API (status, sender, target, and a
-// range of UTC days), whatever the length of the history.
+// range of UTC days), whatever the length of the history. With several chains served, the
+// chosen chain's events alone (ctx.chainId), so no column needs to say which chain each is on.
 
 import { ApiProblem, get, seg } from "./api.js";
 import { contractNames } from "./names.js";
@@ -41,7 +42,7 @@ export async function render(ctx) {
   if (problem) filterErrors.show(problem);
   else {
     try {
-      res = await fetchPage(id, filters, page);
+      res = await fetchPage(id, ctx.chainId, filters, page);
     } catch (err) {
       if (!(err instanceof ApiProblem) || err.status !== 400) throw err;
       filterErrors.show(err);
@@ -51,7 +52,8 @@ export async function render(ctx) {
   const note = res.totalCapped ? `More than ${total} events match: narrow the filters to count them.` : null;
   const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
   const link = (p) =>
-    `#/projects/${encodeURIComponent(id)}/events?${new URLSearchParams({ ...strip(filters), ...(p ? { page: String(p) } : {}) })}`;
+    `#/projects/${encodeURIComponent(id)}/events?${new URLSearchParams({ ...strip(filters), ...(p ? { page: String(p) } : {}), ...ctx.linkQuery })}`;
+  const clear = `#/projects/${encodeURIComponent(id)}/events${ctx.linkQuery.chain ? `?${new URLSearchParams(ctx.linkQuery)}` : ""}`;
 
   const apply = h("button", { type: "submit", class: "primary" }, "Apply");
   const filterForm = h(
@@ -76,12 +78,7 @@ export async function render(ctx) {
     }),
     field("From (UTC day)", { name: "from", type: "date", value: filters.from }),
     field("To (UTC day)", { name: "to", type: "date", value: filters.to }),
-    h(
-      "div",
-      { class: "actions" },
-      apply,
-      h("a", { href: `#/projects/${encodeURIComponent(id)}/events`, class: "button secondary" }, "Clear"),
-    ),
+    h("div", { class: "actions" }, apply, h("a", { href: clear, class: "button secondary" }, "Clear")),
     filterErrors.el,
   );
   filterForm.addEventListener("input", () => filterErrors.clear());
@@ -101,14 +98,17 @@ export async function render(ctx) {
     // kept for the render that the new address causes.
     apply.disabled = true;
     try {
-      prefetched = { key: `${id}?${new URLSearchParams(data)}`, res: await fetchPage(id, wanted, 0) };
+      prefetched = {
+        key: pageKey(id, ctx.chainId, new URLSearchParams(data)),
+        res: await fetchPage(id, ctx.chainId, wanted, 0),
+      };
     } catch (err) {
       filterErrors.show(err);
       return;
     } finally {
       apply.disabled = false;
     }
-    const next = `#/projects/${encodeURIComponent(id)}/events?${new URLSearchParams(data)}`;
+    const next = `#/projects/${encodeURIComponent(id)}/events?${new URLSearchParams({ ...data, ...ctx.linkQuery })}`;
     if (location.hash !== next) location.hash = next;
     else {
       // The same address: no hashchange, so no render would take the answer.
@@ -124,7 +124,7 @@ export async function render(ctx) {
     names.contract(e.target),
     names.fn(e.target, e.selector),
     `${e.estimated_gas} / ${e.actual_gas}`,
-    cost(e, ctx.currency),
+    cost(e, ctx.currencyOf(e.chain_id)),
     hex(e.tx_hash),
   ]);
   const pager = h(
@@ -155,15 +155,26 @@ export async function render(ctx) {
 /** The answer the filter form already fetched for this address, used once. */
 let prefetched = null;
 
-async function fetchPage(id, filters, page) {
+/** What identifies one page of events: the project, the chain (null: every chain) and the filters. */
+function pageKey(id, chainId, query) {
+  return `${id}@${chainId ?? ""}?${query}`;
+}
+
+/** One page of events; `chainId` null asks as the API's callers always have, with no chainId. */
+async function fetchPage(id, chainId, filters, page) {
   const params = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String(page * PAGE_SIZE) });
+  if (chainId !== null) params.set("chainId", String(chainId));
   if (filters.status) params.set("status", filters.status);
   if (filters.sender) params.set("sender", filters.sender.toLowerCase());
   if (filters.target) params.set("target", filters.target.toLowerCase());
   // The form's days are UTC and both inclusive; the API's `to` is exclusive.
   if (filters.from) params.set("from", `${filters.from}T00:00:00.000Z`);
   if (filters.to) params.set("to", nextDay(filters.to));
-  const key = `${id}?${new URLSearchParams(strip({ ...filters, page: page ? String(page) : "" }))}`;
+  const key = pageKey(
+    id,
+    chainId,
+    new URLSearchParams(strip({ ...filters, page: page ? String(page) : "" })),
+  );
   const kept = prefetched;
   prefetched = null;
   if (kept?.key === key) return kept.res;

@@ -1,7 +1,9 @@
 // Funding: the deposit address per chain (with a QR code for a wallet to scan), the gas tank's
 // balance, and what each address has credited. Deposits are credited by the service's watcher at
 // the chain's confirmation depth; the page re-reads the balance and the newest deposits every few
-// seconds. The deposit history pages by the API's cursor ("Show older deposits").
+// seconds. The deposit history pages by the API's cursor ("Show older deposits"). With several
+// chains served, the tank and its money view are the chosen chain's (ctx.chainId); the deposit
+// addresses and the history list every chain, each amount in its own chain's currency.
 import { get, seg } from "./api.js";
 import { qrCode } from "./qr.js";
 import { badge, copyButton, facts, h, hex, money, section, table, time } from "./ui.js";
@@ -16,9 +18,9 @@ export async function render(ctx) {
     ctx.settings.chains.map((c) => get(`/projects/${seg(id)}/funding-accounts/${c.chainId}`)),
   );
   const [balance, firstPage, figures] = await Promise.all([
-    get(`/projects/${seg(id)}/balance`),
+    get(ctx.forChain(`/projects/${seg(id)}/balance`)),
     get(`/projects/${seg(id)}/deposits?limit=${PAGE_SIZE}`),
-    get(`/projects/${seg(id)}/analytics/money`),
+    get(ctx.forChain(`/projects/${seg(id)}/analytics/money`)),
   ]);
   const moneySlot = h("div", { "data-money": "" }, moneyFacts(figures, ctx.currency));
   const history = depositHistory(ctx, firstPage);
@@ -30,9 +32,13 @@ export async function render(ctx) {
     const chain = ctx.settings.chains.find((c) => c.chainId === a.chain_id);
     // EIP-681: wallets that scan it open a transfer to this address on this chain.
     const uri = `ethereum:${a.address}@${a.chain_id}`;
-    const credited = h("span", { "data-credited": a.chain_id }, money(a.total_credited, ctx.currency));
+    const credited = h(
+      "span",
+      { "data-credited": a.chain_id },
+      money(a.total_credited, ctx.currencyOf(a.chain_id)),
+    );
     creditedSlots.set(a.chain_id, credited);
-    tableSlots.set(a.chain_id, h("span", {}, money(a.total_credited, ctx.currency)));
+    tableSlots.set(a.chain_id, h("span", {}, money(a.total_credited, ctx.currencyOf(a.chain_id))));
     return section(
       `Deposit address on ${chain?.name ?? `chain ${a.chain_id}`}`,
       h(
@@ -65,10 +71,10 @@ export async function render(ctx) {
   const timer = setInterval(async () => {
     try {
       const [b, list, newest, m] = await Promise.all([
-        get(`/projects/${seg(id)}/balance`),
+        get(ctx.forChain(`/projects/${seg(id)}/balance`)),
         get(`/projects/${seg(id)}/funding-accounts`),
         get(`/projects/${seg(id)}/deposits?limit=${PAGE_SIZE}`),
-        get(`/projects/${seg(id)}/analytics/money`),
+        get(ctx.forChain(`/projects/${seg(id)}/analytics/money`)),
       ]);
       history.refresh(newest);
       if (JSON.stringify(m) !== JSON.stringify(figures)) {
@@ -77,8 +83,8 @@ export async function render(ctx) {
       }
       balanceSlot.replaceChildren(money(b.balance, ctx.currency));
       for (const a of list) {
-        creditedSlots.get(a.chain_id)?.replaceChildren(money(a.total_credited, ctx.currency));
-        tableSlots.get(a.chain_id)?.replaceChildren(money(a.total_credited, ctx.currency));
+        creditedSlots.get(a.chain_id)?.replaceChildren(money(a.total_credited, ctx.currencyOf(a.chain_id)));
+        tableSlots.get(a.chain_id)?.replaceChildren(money(a.total_credited, ctx.currencyOf(a.chain_id)));
       }
     } catch {
       // A failed background refresh is retried at the next tick; actions show their own errors.
@@ -89,7 +95,7 @@ export async function render(ctx) {
     "div",
     {},
     section(
-      "Gas tank",
+      ctx.chainId === null ? "Gas tank" : `Gas tank on ${chainName(ctx)}`,
       h("p", { class: "big", "aria-live": "polite" }, "Balance: ", balanceSlot),
       moneySlot,
       h(
@@ -129,16 +135,20 @@ function depositHistory(ctx, firstPage) {
       table(
         "Deposits credited to the gas tank, newest first",
         ["Credited", "Chain", "Transaction", "Block", "Amount", "Status"],
-        rows.map((d) => [
-          time(d.credited_at),
-          d.chain_id === null ? h("span", { class: "muted" }, "not on chain") : String(d.chain_id),
-          hex(d.tx_hash),
-          d.block_number === null ? h("span", { class: "muted" }, "—") : String(d.block_number),
-          money(d.amount, ctx.currency),
-          d.status === "reversed"
-            ? h("span", {}, badge("reversed"), " ", money(d.reversed_amount, ctx.currency), " taken back")
-            : badge("credited", "success"),
-        ]),
+        rows.map((d) => {
+          // A deposit credited without a chain (by hand) went to the home chain's tank.
+          const currency = ctx.currencyOf(d.chain_id ?? ctx.homeChainId);
+          return [
+            time(d.credited_at),
+            d.chain_id === null ? h("span", { class: "muted" }, "not on chain") : String(d.chain_id),
+            hex(d.tx_hash),
+            d.block_number === null ? h("span", { class: "muted" }, "—") : String(d.block_number),
+            money(d.amount, currency),
+            d.status === "reversed"
+              ? h("span", {}, badge("reversed"), " ", money(d.reversed_amount, currency), " taken back")
+              : badge("credited", "success"),
+          ];
+        }),
         "No deposits yet: send the native token to a deposit address above.",
       ),
     );
@@ -197,4 +207,10 @@ function moneyFacts(m, currency) {
     ["Spent in total", money(m.spentTotal, currency)],
     ["Gas left for", h("span", { "data-days-left": m.daysOfGasLeft ?? "" }, days)],
   ]);
+}
+
+/** The chosen chain's name, as the served chains call it. */
+function chainName(ctx) {
+  const chain = ctx.settings.chains.find((c) => c.chainId === ctx.chainId);
+  return chain ? `${chain.name} (${chain.chainId})` : `chain ${ctx.chainId}`;
 }

@@ -1,5 +1,6 @@
 // A project's overview and settings: name, daily cap (typed in the native token, sent in wei),
-// the validity TTL of its authorizations and the sponsor icon wallets show.
+// the validity TTL of its authorizations and the sponsor icon wallets show. With several chains
+// served, the tank and the amounts are the chosen chain's (ctx.chainId, ctx.currency).
 import { get, patch, seg } from "./api.js";
 import { formatUnits, parseAmount } from "./money.js";
 import { announce, facts, field, form, h, hex, InputProblem, money, section, time } from "./ui.js";
@@ -8,7 +9,7 @@ export async function render(ctx) {
   const id = ctx.projectId;
   const [project, balance] = await Promise.all([
     get(`/projects/${seg(id)}`),
-    get(`/projects/${seg(id)}/balance`),
+    get(ctx.forChain(`/projects/${seg(id)}/balance`)),
   ]);
   const { decimals, symbol } = ctx.currency;
   const settings = form(
@@ -23,7 +24,10 @@ export async function render(ctx) {
             project.daily_cap === null ? "" : formatUnits(project.daily_cap, decimals).replaceAll(",", ""),
           inputmode: "decimal",
         },
-        "Most the tank may spend per UTC day; empty for no cap. Exact: sent to the API in wei.",
+        ctx.chainId === null
+          ? "Most the tank may spend per UTC day; empty for no cap. Exact: sent to the API in wei."
+          : // One figure in wei, which every chain's tank applies to itself apart.
+            "Most each chain's tank may spend per UTC day, the same amount in wei on every chain; empty for no cap. Exact: sent to the API in wei.",
       ),
       field(
         "Authorization TTL (seconds)",
