@@ -537,3 +537,106 @@ describe("a gas tank per chain", () => {
     assert.equal(await sum(OTHER), BigInt(all[0]!.other));
   });
 });
+
+describe("analytics per chain", () => {
+  it("answer the home chain by default and one chain with ?chainId=, in that chain's currency", async () => {
+    const p = await fundedEverywhere(10n ** 18n);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `a:${p.projectId}`,
+      amountWei: 10n ** 17n,
+    });
+    // Two operations settle on the other chain, one on the home chain; one more stays pending on the other.
+    for (const [chainId, cost] of [
+      [OTHER, 3_000n],
+      [OTHER, 4_000n],
+      [HOME, 5_000n],
+    ] as const) {
+      const g = await granted(p, chainId);
+      const paymaster = chainId === HOME ? await paymasterOf(g.authId) : OTHER_PAYMASTER;
+      const recorded = await t.db.transaction((tx) =>
+        recordOperation(tx, chainId, paymaster, paid(g.authId, cost)),
+      );
+      assert.equal(recorded.billing?.kind, "charged");
+    }
+    const pending = await granted(p, OTHER);
+    const get = async (path: string) => {
+      const res = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/analytics/${path}`,
+        token: p.ownerToken,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      return res.json();
+    };
+
+    const home = await get("overview");
+    assert.equal(home.chainId, HOME);
+    assert.equal(home.totalSponsored, 1);
+    assert.equal(home.totalGasSaved, "5000");
+    const other = await get(`overview?chainId=${OTHER}`);
+    assert.equal(other.chainId, OTHER);
+    assert.equal(other.totalSponsored, 2);
+    assert.equal(other.totalGasSaved, "7000");
+    assert.equal(other.today.sponsored, 2);
+    assert.deepEqual(other.topContracts, [
+      { address: MINT_TARGET, calls: 2, gasUsed: other.topContracts[0].gasUsed },
+    ]);
+    assert.deepEqual(home.chains, [
+      { chainId: HOME, currency: "S", totalSponsored: 1, totalGasSaved: "5000" },
+      { chainId: OTHER, currency: "LOC", totalSponsored: 2, totalGasSaved: "7000" },
+    ]);
+    assert.deepEqual(other.chains, home.chains);
+
+    const money = await get(`money?chainId=${OTHER}`);
+    assert.equal(money.chainId, OTHER);
+    assert.equal(money.spentTotal, "7000");
+    assert.equal(money.reserved, pending.maxWei.toString());
+    assert.equal(money.available, (await tanks(p.projectId))[OTHER]!.toString());
+    const homeMoney = await get("money");
+    assert.equal(homeMoney.spentTotal, "5000");
+    assert.equal(homeMoney.reserved, "0");
+
+    const days = await get(`daily?chainId=${OTHER}`);
+    assert.equal(days.chainId, OTHER);
+    const today = days.days.at(-1);
+    assert.deepEqual([today.authorized, today.sponsored, today.costWei], [3, 2, "7000"]);
+    assert.deepEqual((await get("daily")).days.at(-1).costWei, "5000");
+    // Each authorization here is a different player: one row per sender, on its chain alone.
+    const senders = await get(`senders?chainId=${OTHER}&by=cost`);
+    assert.equal(senders.chainId, OTHER);
+    const figures = (r: { senders: { operations: number; costWei: string }[] }) =>
+      r.senders.map((s) => [s.operations, s.costWei]);
+    assert.deepEqual(figures(senders), [
+      [1, "4000"],
+      [1, "3000"],
+    ]);
+    assert.deepEqual(figures(await get("senders")), [[1, "5000"]]);
+
+    // Events: every chain's by default; one chain's total from its own rollup.
+    assert.equal((await get("events")).total, 4);
+    assert.equal((await get(`events?chainId=${OTHER}`)).total, 3);
+    assert.equal((await get(`events?chainId=${OTHER}&status=success`)).total, 2);
+
+    // A chain the service does not serve has no figures.
+    for (const view of ["overview", "money", "daily", "senders"]) {
+      const res = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/analytics/${view}?chainId=999`,
+        token: p.ownerToken,
+      });
+      assert.equal(res.statusCode, 404, `${view}: ${res.body}`);
+      assert.equal(res.json().code, "not_found");
+    }
+  });
+});
+
+/** The paymaster an authorization was signed for. */
+async function paymasterOf(authId: string): Promise<string> {
+  const [row] = await t.db.query<{ paymaster: string }>(
+    "SELECT paymaster FROM sponsorships WHERE auth_id = $1",
+    [authId],
+  );
+  return row!.paymaster;
+}

@@ -17,6 +17,15 @@ import type { Db, Queryable } from "../db/db.ts";
 export const TANKS_ON_CHAIN_SQL = `COALESCE((SELECT sum(gas_tank_balance) FROM projects WHERE home_chain_id = $1), 0)
   + COALESCE((SELECT sum(balance) FROM gas_tanks WHERE chain_id = $1), 0)`;
 
+/**
+ * SQL: the balance of the tank on chain `chain` (an SQL expression) of the project row `p`: the
+ * project's own column for its home chain, its gas_tanks row for any other (0 when it has none).
+ */
+export function tankBalanceSql(p: string, chain: string): string {
+  return `(CASE WHEN ${p}.home_chain_id = ${chain} THEN ${p}.gas_tank_balance
+    ELSE COALESCE((SELECT t.balance FROM gas_tanks t WHERE t.project_id = ${p}.id AND t.chain_id = ${chain}), 0) END)`;
+}
+
 export interface Reservation {
   projectId: string;
   clientNonce: string | null;
@@ -367,10 +376,7 @@ async function move(
  */
 async function lockedTank(tx: Queryable, projectId: string, chainId: number): Promise<bigint> {
   const [row] = await tx.query<{ balance: string }>(
-    `SELECT (CASE WHEN p.home_chain_id = $2 THEN p.gas_tank_balance
-       ELSE COALESCE((SELECT t.balance FROM gas_tanks t WHERE t.project_id = p.id AND t.chain_id = $2), 0)
-       END)::text AS balance
-     FROM projects p WHERE p.id = $1 FOR UPDATE OF p`,
+    `SELECT ${tankBalanceSql("p", "$2")}::text AS balance FROM projects p WHERE p.id = $1 FOR UPDATE OF p`,
     [projectId, chainId],
   );
   assert.ok(row, `unknown project ${projectId}`);

@@ -197,3 +197,12 @@ export async function readSponsorTerms(db: Queryable, projectId: string): Promis
 
 /** A new project's validity TTL (the column's default). */
 export const DEFAULT_VALIDITY_TTL_SEC = 300;
+
+/** The project's home chain (migration 035), the chain its figures and entries are for when no chain is named; null when it does not exist. */
+export async function homeChainOf(db: Queryable, projectId: string): Promise<number | null> {
+  const rows = await db.query<{ chain: number }>(
+    "SELECT home_chain_id AS chain FROM projects WHERE id = $1",
+    [projectId],
+  );
+  return rows[0]?.chain ?? null;
+}
