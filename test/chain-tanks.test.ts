@@ -640,3 +640,66 @@ async function paymasterOf(authId: string): Promise<string> {
   );
   return row!.paymaster;
 }
+
+describe("a project's home chain", () => {
+  it("is chosen at creation: its tank is the project's balance, its funding account the deposit address", async () => {
+    const owner = await t.token("home-chain@example.com");
+    const slug = `home-${Date.now().toString(36)}`;
+    assert.equal(
+      (await t.request({ method: "POST", url: "/orgs", token: owner, payload: { name: slug, slug } }))
+        .statusCode,
+      201,
+    );
+    const create = (id: string, homeChainId?: number) =>
+      t.request({
+        method: "POST",
+        url: "/projects",
+        token: owner,
+        payload: { id, name: "Homed", owner: slug, ...(homeChainId === undefined ? {} : { homeChainId }) },
+      });
+    const refused = await create(`${slug}-x`, 999);
+    assert.equal(refused.statusCode, 400, refused.body);
+    assert.equal(refused.json().code, "invalid_request");
+    assert.equal((await t.db.query("SELECT 1 FROM projects WHERE id = $1", [`${slug}-x`])).length, 0);
+
+    const made = await create(`${slug}-o`, OTHER);
+    assert.equal(made.statusCode, 201, made.body);
+    const project = made.json();
+    assert.equal(project.home_chain_id, OTHER);
+    const account = await t.request({
+      method: "GET",
+      url: `/projects/${project.id}/funding-accounts/${OTHER}`,
+      token: owner,
+    });
+    assert.equal(account.statusCode, 200, account.body);
+    assert.equal(account.json().address, project.deposit_address);
+
+    await creditDeposit(t.db, {
+      projectId: project.id,
+      chainId: OTHER,
+      reference: `h:${project.id}`,
+      amountWei: 77n,
+    });
+    const balance = await t.request({ method: "GET", url: `/projects/${project.id}/balance`, token: owner });
+    assert.equal(balance.statusCode, 200, balance.body);
+    assert.deepEqual(
+      [balance.json().chainId, balance.json().balance, balance.json().currency],
+      [OTHER, "77", "LOC"],
+    );
+    assert.equal(
+      (await t.request({ method: "GET", url: `/projects/${project.id}`, token: owner })).json()
+        .gas_tank_balance,
+      "77",
+    );
+    const overview = await t.request({
+      method: "GET",
+      url: `/projects/${project.id}/analytics/overview`,
+      token: owner,
+    });
+    assert.equal(overview.json().chainId, OTHER);
+    assert.deepEqual(
+      overview.json().chains.map((c: { chainId: number }) => c.chainId),
+      [OTHER, HOME],
+    );
+  });
+});
