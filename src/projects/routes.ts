@@ -103,7 +103,9 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
       const { id, name, owner } = request.body;
       const homeChainId = request.body.homeChainId ?? services.config.chains[0]!.chainId;
       if (!services.config.chains.some((c) => c.chainId === homeChainId)) {
-        throw invalid(`homeChainId ${homeChainId} is not a chain this service serves (GET /blockchain/chains)`);
+        throw invalid(
+          `homeChainId ${homeChainId} is not a chain this service serves (GET /blockchain/chains)`,
+        );
       }
       const org = await authorizeOrg(db, request, owner, "projects:create");
       const max = services.config.maxProjectsPerOrg;
