@@ -116,7 +116,15 @@ export function gasFor(auth: Authorization, limits: UserOpGas = devnetUserOpGas)
 export async function authorize(
   t: TestApp,
   p: Project,
-  body: { user: Address; target: Address; selector: Hex; estimatedGas?: bigint; initCode?: Hex },
+  body: {
+    user: Address;
+    target: Address;
+    selector: Hex;
+    estimatedGas?: bigint;
+    initCode?: Hex;
+    /** Default: the devnet's chain (14601). */
+    chainId?: number;
+  },
 ): Promise<Authorization> {
   const res = await t.request({
     method: "POST",
@@ -128,7 +136,7 @@ export async function authorize(
       target: body.target,
       selector: body.selector,
       estimatedGas: Number(body.estimatedGas ?? totalGas()),
-      chainId: DEVNET_CHAIN_ID,
+      chainId: body.chainId ?? DEVNET_CHAIN_ID,
       ...(body.initCode ? { initCode: body.initCode } : {}),
     },
   });
@@ -226,6 +234,7 @@ export async function authorizedUserOp(
   owner: LocalAccount,
   call: { target: Address; data: Hex; limits?: UserOpGas },
 ): Promise<{ auth: Authorization; userOp: PackedUserOperation; userOpHash: Hex; sender: Address }> {
+  const chainId = chain.chainId;
   const limits = call.limits ?? devnetUserOpGas;
   const { sender, deployed } = await accountOf(chain, stack, owner);
   const auth = await authorize(t, p, {
@@ -234,6 +243,7 @@ export async function authorizedUserOp(
     selector: call.data.slice(0, 10) as Hex,
     estimatedGas: totalGas(limits),
     initCode: deployed ? undefined : accountInitCode(stack.accountFactory, owner.address),
+    chainId,
   });
   const op = await userOpWith(chain, stack, owner, {
     target: call.target,
