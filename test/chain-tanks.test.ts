@@ -703,3 +703,80 @@ describe("a project's home chain", () => {
     );
   });
 });
+
+describe("a low-balance threshold per chain", () => {
+  it("a chain's own threshold overrides the project's, null silences one chain, and crossings name the chain", async () => {
+    const p = await fundedEverywhere(10n ** 18n);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: OTHER,
+      reference: `t:${p.projectId}`,
+      amountWei: 10n ** 16n,
+    });
+    const hook = await t.request({
+      method: "POST",
+      url: `/projects/${p.projectId}/webhooks`,
+      token: p.ownerToken,
+      payload: { url: "https://hooks.example.com/low", eventTypes: ["balance.low"] },
+    });
+    assert.equal(hook.statusCode, 201, hook.body);
+    const put = async (payload: { thresholdWei: string | null; chainId?: number }) => {
+      const res = await t.request({
+        method: "PUT",
+        url: `/projects/${p.projectId}/balance-alert`,
+        token: p.ownerToken,
+        payload,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      return res.json();
+    };
+    const alerts = async () =>
+      (
+        await t.db.query<{ chain: number; balance: string; threshold: string }>(
+          `SELECT (payload ->> 'chainId')::int AS chain, payload ->> 'balance' AS balance,
+             payload ->> 'threshold' AS threshold
+           FROM event_outbox WHERE project_id = $1 AND type = 'balance.low' ORDER BY id`,
+          [p.projectId],
+        )
+      ).map((e) => [e.chain, e.balance, e.threshold]);
+
+    // The project's figure, below both tanks: nothing crosses.
+    await put({ thresholdWei: "1000" });
+    assert.deepEqual(await alerts(), []);
+    // The other chain's own, above its tank: that tank alone crosses, at once.
+    const shown = await put({ thresholdWei: (10n ** 17n).toString(), chainId: OTHER });
+    assert.deepEqual(shown, {
+      thresholdWei: "1000",
+      chains: [
+        { chainId: HOME, thresholdWei: "1000", own: false },
+        { chainId: OTHER, thresholdWei: (10n ** 17n).toString(), own: true },
+      ],
+    });
+    assert.deepEqual(await alerts(), [[OTHER, (10n ** 16n).toString(), (10n ** 17n).toString()]]);
+
+    // Silenced on the other chain: a project figure above every tank now alerts on the home chain only.
+    await put({ thresholdWei: null, chainId: OTHER });
+    await put({ thresholdWei: (2n * 10n ** 18n).toString() });
+    assert.deepEqual((await alerts()).slice(1), [
+      [HOME, (await tanks(p.projectId))[HOME]!.toString(), (2n * 10n ** 18n).toString()],
+    ]);
+
+    // A reservation takes the other tank below its own threshold: the trigger names the chain.
+    const level = (await tanks(p.projectId))[OTHER]!;
+    await put({ thresholdWei: level.toString(), chainId: OTHER });
+    assert.equal((await alerts()).length, 2);
+    await granted(p, OTHER);
+    assert.deepEqual((await alerts()).slice(2), [
+      [OTHER, (await tanks(p.projectId))[OTHER]!.toString(), level.toString()],
+    ]);
+
+    const unknown = await t.request({
+      method: "PUT",
+      url: `/projects/${p.projectId}/balance-alert`,
+      token: p.ownerToken,
+      payload: { thresholdWei: "1", chainId: 999 },
+    });
+    assert.equal(unknown.statusCode, 404, unknown.body);
+    assert.equal(unknown.json().code, "not_found");
+  });
+});
