@@ -42,6 +42,26 @@ describe("parseCommandLine", () => {
     assert.equal(command(["check", "--entry-point", "0.7"]).connection.entryPointVersion, "0.7");
   });
 
+  it("takes the chain as --chain or --chain-id, and refuses two different ones", () => {
+    assert.equal(command(["check", "--chain", "146"]).connection.chainId, 146);
+    assert.equal(command(["check", "--chain", "146", "--chain-id", "146"]).connection.chainId, 146);
+    assert.equal(command(["check"]).connection.chainId, undefined);
+    refused(["check", "--chain", "146", "--chain-id", "14601"], /give one of them/);
+    refused(["check", "--chain", "sonic"], /--chain must be a whole number/);
+    refused(
+      [
+        "sweep-sign",
+        "--plan",
+        "-",
+        "--paymaster",
+        "0x00000000000000000000000000000000000000a1",
+        "--chain",
+        "146",
+      ],
+      /works offline: --chain does not apply/,
+    );
+  });
+
   it("answers help for no command, help, -h and --help", () => {
     for (const argv of [[], ["help"], ["-h"], ["--help"]]) assert.equal(parseCommandLine(argv).kind, "help");
   });
