@@ -50,6 +50,29 @@ async function fundedEverywhere(tankWei: bigint) {
   return p;
 }
 
+/** fundedEverywhere, with `otherWei` credited to its tank on the other chain. */
+async function fundedOnBoth(homeWei: bigint, otherWei: bigint) {
+  const p = await fundedEverywhere(homeWei);
+  await creditDeposit(t.db, {
+    projectId: p.projectId,
+    chainId: OTHER,
+    reference: `other:${p.projectId}`,
+    amountWei: otherWei,
+  });
+  return p;
+}
+
+/** A webhook endpoint of the project subscribed to balance.low (so the event is written). */
+async function subscribeLowBalance(p: { projectId: string; ownerToken: string }) {
+  const hook = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/webhooks`,
+    token: p.ownerToken,
+    payload: { url: "https://hooks.example.com/low", eventTypes: ["balance.low"] },
+  });
+  assert.equal(hook.statusCode, 201, hook.body);
+}
+
 const authorize = (p: { projectId: string; apiKey: string }, chainId: number) =>
   authorizeMint(t, p, undefined, chainId);
 
@@ -148,13 +171,7 @@ describe("an allowlist per chain", () => {
 
 describe("policies per chain", () => {
   it("a rule for one chain leaves the others alone; a rule for every chain counts each chain apart", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `pol:${p.projectId}`,
-      amountWei: 10n ** 18n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 18n);
     const put = (ruleId: string, body: Record<string, unknown>) =>
       t.request({
         method: "PUT",
@@ -329,13 +346,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("a tank of exactly K reservations on one chain grants K there, whatever the other chain holds", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `k:${p.projectId}`,
-      amountWei: 1n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 1n);
     const probe = await authorize(p, OTHER);
     assert.equal(probe.statusCode, 402);
     // One reservation's worth, learnt from the home chain (the same fees and gas).
@@ -355,13 +366,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("settles, releases and reverses on the reservation's chain, and parity holds per chain", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `s:${p.projectId}`,
-      amountWei: 10n ** 16n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 16n);
     const start = await tanks(p.projectId);
 
     // Settled: the other chain's tank keeps the cost, gets the rest back; the home tank is untouched.
@@ -470,20 +475,8 @@ describe("a gas tank per chain", () => {
   });
 
   it("announces balance.low for the tank that crossed the threshold, naming its chain", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `low:${p.projectId}`,
-      amountWei: 10n ** 15n,
-    });
-    const hook = await t.request({
-      method: "POST",
-      url: `/projects/${p.projectId}/webhooks`,
-      token: p.ownerToken,
-      payload: { url: "https://hooks.example.com/low", eventTypes: ["balance.low"] },
-    });
-    assert.equal(hook.statusCode, 201, hook.body);
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 15n);
+    await subscribeLowBalance(p);
     const alert = await t.request({
       method: "PUT",
       url: `/projects/${p.projectId}/balance-alert`,
@@ -506,13 +499,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("counts the daily cap per chain, and sums each chain's tanks apart for its paymaster", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `d:${p.projectId}`,
-      amountWei: 10n ** 18n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 18n);
     const first = await granted(p, HOME);
     const patch = await t.request({
       method: "PATCH",
@@ -540,13 +527,7 @@ describe("a gas tank per chain", () => {
 
 describe("analytics per chain", () => {
   it("answer the home chain by default and one chain with ?chainId=, in that chain's currency", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `a:${p.projectId}`,
-      amountWei: 10n ** 17n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 17n);
     // Two operations settle on the other chain, one on the home chain; one more stays pending on the other.
     for (const [chainId, cost] of [
       [OTHER, 3_000n],
@@ -706,20 +687,8 @@ describe("a project's home chain", () => {
 
 describe("a low-balance threshold per chain", () => {
   it("a chain's own threshold overrides the project's, null silences one chain, and crossings name the chain", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `t:${p.projectId}`,
-      amountWei: 10n ** 16n,
-    });
-    const hook = await t.request({
-      method: "POST",
-      url: `/projects/${p.projectId}/webhooks`,
-      token: p.ownerToken,
-      payload: { url: "https://hooks.example.com/low", eventTypes: ["balance.low"] },
-    });
-    assert.equal(hook.statusCode, 201, hook.body);
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 16n);
+    await subscribeLowBalance(p);
     const put = async (payload: { thresholdWei: string | null; chainId?: number }) => {
       const res = await t.request({
         method: "PUT",
