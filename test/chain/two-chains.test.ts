@@ -13,7 +13,7 @@ import { after, before, describe, test } from "node:test";
 import { type Address, type Hex, parseEther, parseEventLogs } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
 import { privateKeyToAccount } from "viem/accounts";
-import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
+import type { DepositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
 import {
   authorizeMint,
@@ -30,13 +30,13 @@ import {
   authorizedUserOp,
   type ChainParity,
   chainParity,
+  depositWatcherOn,
   MINT_SELECTOR as GAME_MINT_SELECTOR,
   gasFor,
   mintCall,
   paymasterDeposit,
   settlementWatcherOn,
   userOpWith,
-  watcherClient,
 } from "../support/chain-service.ts";
 import { handleOps, randomAccount } from "../support/userop.ts";
 
@@ -81,13 +81,7 @@ after(async () => {
 });
 
 function watcherOf(chain: DevChain): DepositWatcher {
-  return depositWatcher({
-    db: t.db,
-    client: watcherClient(chain),
-    chainId: chain.chainId,
-    confirmations: CONFIRMATIONS,
-    startBlock: 0n,
-  });
+  return depositWatcherOn(t, chain, CONFIRMATIONS);
 }
 
 async function pay(chain: DevChain, to: string, valueWei: bigint) {
