@@ -50,6 +50,29 @@ async function fundedEverywhere(tankWei: bigint) {
   return p;
 }
 
+/** fundedEverywhere, with `otherWei` credited to its tank on the other chain. */
+async function fundedOnBoth(homeWei: bigint, otherWei: bigint) {
+  const p = await fundedEverywhere(homeWei);
+  await creditDeposit(t.db, {
+    projectId: p.projectId,
+    chainId: OTHER,
+    reference: `other:${p.projectId}`,
+    amountWei: otherWei,
+  });
+  return p;
+}
+
+/** A webhook endpoint of the project subscribed to balance.low (so the event is written). */
+async function subscribeLowBalance(p: { projectId: string; ownerToken: string }) {
+  const hook = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/webhooks`,
+    token: p.ownerToken,
+    payload: { url: "https://hooks.example.com/low", eventTypes: ["balance.low"] },
+  });
+  assert.equal(hook.statusCode, 201, hook.body);
+}
+
 const authorize = (p: { projectId: string; apiKey: string }, chainId: number) =>
   authorizeMint(t, p, undefined, chainId);
 
@@ -148,13 +171,7 @@ describe("an allowlist per chain", () => {
 
 describe("policies per chain", () => {
   it("a rule for one chain leaves the others alone; a rule for every chain counts each chain apart", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `pol:${p.projectId}`,
-      amountWei: 10n ** 18n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 18n);
     const put = (ruleId: string, body: Record<string, unknown>) =>
       t.request({
         method: "PUT",
@@ -329,13 +346,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("a tank of exactly K reservations on one chain grants K there, whatever the other chain holds", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `k:${p.projectId}`,
-      amountWei: 1n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 1n);
     const probe = await authorize(p, OTHER);
     assert.equal(probe.statusCode, 402);
     // One reservation's worth, learnt from the home chain (the same fees and gas).
@@ -355,13 +366,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("settles, releases and reverses on the reservation's chain, and parity holds per chain", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `s:${p.projectId}`,
-      amountWei: 10n ** 16n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 16n);
     const start = await tanks(p.projectId);
 
     // Settled: the other chain's tank keeps the cost, gets the rest back; the home tank is untouched.
@@ -470,20 +475,8 @@ describe("a gas tank per chain", () => {
   });
 
   it("announces balance.low for the tank that crossed the threshold, naming its chain", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `low:${p.projectId}`,
-      amountWei: 10n ** 15n,
-    });
-    const hook = await t.request({
-      method: "POST",
-      url: `/projects/${p.projectId}/webhooks`,
-      token: p.ownerToken,
-      payload: { url: "https://hooks.example.com/low", eventTypes: ["balance.low"] },
-    });
-    assert.equal(hook.statusCode, 201, hook.body);
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 15n);
+    await subscribeLowBalance(p);
     const alert = await t.request({
       method: "PUT",
       url: `/projects/${p.projectId}/balance-alert`,
@@ -506,13 +499,7 @@ describe("a gas tank per chain", () => {
   });
 
   it("counts the daily cap per chain, and sums each chain's tanks apart for its paymaster", async () => {
-    const p = await fundedEverywhere(10n ** 18n);
-    await creditDeposit(t.db, {
-      projectId: p.projectId,
-      chainId: OTHER,
-      reference: `d:${p.projectId}`,
-      amountWei: 10n ** 18n,
-    });
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 18n);
     const first = await granted(p, HOME);
     const patch = await t.request({
       method: "PATCH",
@@ -535,5 +522,230 @@ describe("a gas tank per chain", () => {
     );
     assert.equal(await sum(HOME), BigInt(all[0]!.home));
     assert.equal(await sum(OTHER), BigInt(all[0]!.other));
+  });
+});
+
+describe("analytics per chain", () => {
+  it("answer the home chain by default and one chain with ?chainId=, in that chain's currency", async () => {
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 17n);
+    // Two operations settle on the other chain, one on the home chain; one more stays pending on the other.
+    for (const [chainId, cost] of [
+      [OTHER, 3_000n],
+      [OTHER, 4_000n],
+      [HOME, 5_000n],
+    ] as const) {
+      const g = await granted(p, chainId);
+      const paymaster = chainId === HOME ? await paymasterOf(g.authId) : OTHER_PAYMASTER;
+      const recorded = await t.db.transaction((tx) =>
+        recordOperation(tx, chainId, paymaster, paid(g.authId, cost)),
+      );
+      assert.equal(recorded.billing?.kind, "charged");
+    }
+    const pending = await granted(p, OTHER);
+    const get = async (path: string) => {
+      const res = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/analytics/${path}`,
+        token: p.ownerToken,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      return res.json();
+    };
+
+    const home = await get("overview");
+    assert.equal(home.chainId, HOME);
+    assert.equal(home.totalSponsored, 1);
+    assert.equal(home.totalGasSaved, "5000");
+    const other = await get(`overview?chainId=${OTHER}`);
+    assert.equal(other.chainId, OTHER);
+    assert.equal(other.totalSponsored, 2);
+    assert.equal(other.totalGasSaved, "7000");
+    assert.equal(other.today.sponsored, 2);
+    assert.deepEqual(other.topContracts, [
+      { address: MINT_TARGET, calls: 2, gasUsed: other.topContracts[0].gasUsed },
+    ]);
+    assert.deepEqual(home.chains, [
+      { chainId: HOME, currency: "S", totalSponsored: 1, totalGasSaved: "5000" },
+      { chainId: OTHER, currency: "LOC", totalSponsored: 2, totalGasSaved: "7000" },
+    ]);
+    assert.deepEqual(other.chains, home.chains);
+
+    const money = await get(`money?chainId=${OTHER}`);
+    assert.equal(money.chainId, OTHER);
+    assert.equal(money.spentTotal, "7000");
+    assert.equal(money.reserved, pending.maxWei.toString());
+    assert.equal(money.available, (await tanks(p.projectId))[OTHER]!.toString());
+    const homeMoney = await get("money");
+    assert.equal(homeMoney.spentTotal, "5000");
+    assert.equal(homeMoney.reserved, "0");
+
+    const days = await get(`daily?chainId=${OTHER}`);
+    assert.equal(days.chainId, OTHER);
+    const today = days.days.at(-1);
+    assert.deepEqual([today.authorized, today.sponsored, today.costWei], [3, 2, "7000"]);
+    assert.deepEqual((await get("daily")).days.at(-1).costWei, "5000");
+    // Each authorization here is a different player: one row per sender, on its chain alone.
+    const senders = await get(`senders?chainId=${OTHER}&by=cost`);
+    assert.equal(senders.chainId, OTHER);
+    const figures = (r: { senders: { operations: number; costWei: string }[] }) =>
+      r.senders.map((s) => [s.operations, s.costWei]);
+    assert.deepEqual(figures(senders), [
+      [1, "4000"],
+      [1, "3000"],
+    ]);
+    assert.deepEqual(figures(await get("senders")), [[1, "5000"]]);
+
+    // Events: every chain's by default; one chain's total from its own rollup.
+    assert.equal((await get("events")).total, 4);
+    assert.equal((await get(`events?chainId=${OTHER}`)).total, 3);
+    assert.equal((await get(`events?chainId=${OTHER}&status=success`)).total, 2);
+
+    // A chain the service does not serve has no figures.
+    for (const view of ["overview", "money", "daily", "senders"]) {
+      const res = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/analytics/${view}?chainId=999`,
+        token: p.ownerToken,
+      });
+      assert.equal(res.statusCode, 404, `${view}: ${res.body}`);
+      assert.equal(res.json().code, "not_found");
+    }
+  });
+});
+
+/** The paymaster an authorization was signed for. */
+async function paymasterOf(authId: string): Promise<string> {
+  const [row] = await t.db.query<{ paymaster: string }>(
+    "SELECT paymaster FROM sponsorships WHERE auth_id = $1",
+    [authId],
+  );
+  return row!.paymaster;
+}
+
+describe("a project's home chain", () => {
+  it("is chosen at creation: its tank is the project's balance, its funding account the deposit address", async () => {
+    const owner = await t.token("home-chain@example.com");
+    const slug = `home-${Date.now().toString(36)}`;
+    assert.equal(
+      (await t.request({ method: "POST", url: "/orgs", token: owner, payload: { name: slug, slug } }))
+        .statusCode,
+      201,
+    );
+    const create = (id: string, homeChainId?: number) =>
+      t.request({
+        method: "POST",
+        url: "/projects",
+        token: owner,
+        payload: { id, name: "Homed", owner: slug, ...(homeChainId === undefined ? {} : { homeChainId }) },
+      });
+    const refused = await create(`${slug}-x`, 999);
+    assert.equal(refused.statusCode, 400, refused.body);
+    assert.equal(refused.json().code, "invalid_request");
+    assert.equal((await t.db.query("SELECT 1 FROM projects WHERE id = $1", [`${slug}-x`])).length, 0);
+
+    const made = await create(`${slug}-o`, OTHER);
+    assert.equal(made.statusCode, 201, made.body);
+    const project = made.json();
+    assert.equal(project.home_chain_id, OTHER);
+    const account = await t.request({
+      method: "GET",
+      url: `/projects/${project.id}/funding-accounts/${OTHER}`,
+      token: owner,
+    });
+    assert.equal(account.statusCode, 200, account.body);
+    assert.equal(account.json().address, project.deposit_address);
+
+    await creditDeposit(t.db, {
+      projectId: project.id,
+      chainId: OTHER,
+      reference: `h:${project.id}`,
+      amountWei: 77n,
+    });
+    const balance = await t.request({ method: "GET", url: `/projects/${project.id}/balance`, token: owner });
+    assert.equal(balance.statusCode, 200, balance.body);
+    assert.deepEqual(
+      [balance.json().chainId, balance.json().balance, balance.json().currency],
+      [OTHER, "77", "LOC"],
+    );
+    assert.equal(
+      (await t.request({ method: "GET", url: `/projects/${project.id}`, token: owner })).json()
+        .gas_tank_balance,
+      "77",
+    );
+    const overview = await t.request({
+      method: "GET",
+      url: `/projects/${project.id}/analytics/overview`,
+      token: owner,
+    });
+    assert.equal(overview.json().chainId, OTHER);
+    assert.deepEqual(
+      overview.json().chains.map((c: { chainId: number }) => c.chainId),
+      [OTHER, HOME],
+    );
+  });
+});
+
+describe("a low-balance threshold per chain", () => {
+  it("a chain's own threshold overrides the project's, null silences one chain, and crossings name the chain", async () => {
+    const p = await fundedOnBoth(10n ** 18n, 10n ** 16n);
+    await subscribeLowBalance(p);
+    const put = async (payload: { thresholdWei: string | null; chainId?: number }) => {
+      const res = await t.request({
+        method: "PUT",
+        url: `/projects/${p.projectId}/balance-alert`,
+        token: p.ownerToken,
+        payload,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+      return res.json();
+    };
+    const alerts = async () =>
+      (
+        await t.db.query<{ chain: number; balance: string; threshold: string }>(
+          `SELECT (payload ->> 'chainId')::int AS chain, payload ->> 'balance' AS balance,
+             payload ->> 'threshold' AS threshold
+           FROM event_outbox WHERE project_id = $1 AND type = 'balance.low' ORDER BY id`,
+          [p.projectId],
+        )
+      ).map((e) => [e.chain, e.balance, e.threshold]);
+
+    // The project's figure, below both tanks: nothing crosses.
+    await put({ thresholdWei: "1000" });
+    assert.deepEqual(await alerts(), []);
+    // The other chain's own, above its tank: that tank alone crosses, at once.
+    const shown = await put({ thresholdWei: (10n ** 17n).toString(), chainId: OTHER });
+    assert.deepEqual(shown, {
+      thresholdWei: "1000",
+      chains: [
+        { chainId: HOME, thresholdWei: "1000", own: false },
+        { chainId: OTHER, thresholdWei: (10n ** 17n).toString(), own: true },
+      ],
+    });
+    assert.deepEqual(await alerts(), [[OTHER, (10n ** 16n).toString(), (10n ** 17n).toString()]]);
+
+    // Silenced on the other chain: a project figure above every tank now alerts on the home chain only.
+    await put({ thresholdWei: null, chainId: OTHER });
+    await put({ thresholdWei: (2n * 10n ** 18n).toString() });
+    assert.deepEqual((await alerts()).slice(1), [
+      [HOME, (await tanks(p.projectId))[HOME]!.toString(), (2n * 10n ** 18n).toString()],
+    ]);
+
+    // A reservation takes the other tank below its own threshold: the trigger names the chain.
+    const level = (await tanks(p.projectId))[OTHER]!;
+    await put({ thresholdWei: level.toString(), chainId: OTHER });
+    assert.equal((await alerts()).length, 2);
+    await granted(p, OTHER);
+    assert.deepEqual((await alerts()).slice(2), [
+      [OTHER, (await tanks(p.projectId))[OTHER]!.toString(), level.toString()],
+    ]);
+
+    const unknown = await t.request({
+      method: "PUT",
+      url: `/projects/${p.projectId}/balance-alert`,
+      token: p.ownerToken,
+      payload: { thresholdWei: "1", chainId: 999 },
+    });
+    assert.equal(unknown.statusCode, 404, unknown.body);
+    assert.equal(unknown.json().code, "not_found");
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Migrations 035–038 (issue 23) give every tank, ledger entry, allowlist entry and policy counter a
+ * Migrations 035–039 (issue 23) give every tank, ledger entry, allowlist entry, policy counter and rollup a
  * chain. A database at the schema before them, with a funded project, a settled and a pending
  * operation, a checkpoint, a day of usage and of rollups, an allowlist entry and a rule with its
  * counter, migrates with all of it on chain 14601, the project's home chain (the rule stays one
@@ -40,8 +40,10 @@ before(async () => {
     [PROJECT, org!.id, `0x${"de".repeat(20)}`, BALANCE.toString(), (10n * MAX).toString()],
   );
   const sponsorship = `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector,
-      estimated_gas, max_gas_cost, valid_after, valid_until, status, actual_gas, actual_gas_cost, paymaster, seq)
-    VALUES ($1, $2, 14601, $3, $3, '0xa0712d68', 150000, $4, 0, 4000000000, $5, $6, $7, $8, $9)`;
+      estimated_gas, max_gas_cost, valid_after, valid_until, status, actual_gas, actual_gas_cost, paymaster, seq,
+      settled_at)
+    VALUES ($1, $2, 14601, $3, $3, '0xa0712d68', 150000, $4, 0, 4000000000, $5, $6, $7, $8, $9,
+      CASE WHEN $5 = 'pending' THEN NULL ELSE now() END)`;
   const pm = `0x${"77".repeat(20)}`;
   const sender = `0x${"5e".repeat(20)}`;
   await db.query(sponsorship, [
@@ -129,10 +131,19 @@ describe("migrating to a tank per chain", () => {
     );
     assert.deepEqual(
       await db.query(
-        "SELECT authorized::int, success::int, cost_wei::text FROM rollup_project_days WHERE project_id = $1",
+        "SELECT chain_id, authorized::int, success::int, cost_wei::text FROM rollup_project_days WHERE project_id = $1",
         [PROJECT],
       ),
-      [{ authorized: 2, success: 1, cost_wei: COST.toString() }],
+      [{ chain_id: 14601, authorized: 2, success: 1, cost_wei: COST.toString() }],
+    );
+    // Rebuilt per chain from the sponsorships (migration 039).
+    assert.deepEqual(
+      await db.query(
+        `SELECT chain_id, pending::int, success::int, cost_wei::text FROM rollup_project_totals
+         WHERE project_id = $1`,
+        [PROJECT],
+      ),
+      [{ chain_id: 14601, pending: 1, success: 1, cost_wei: COST.toString() }],
     );
   });
 

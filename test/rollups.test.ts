@@ -31,10 +31,12 @@ const SENDERS = [
 const SELECTOR = "0xa0712d68";
 const PAYMASTER = "0x00000000000000000000000000000000000000aa";
 const DAY_MS = 86_400_000;
+/** Histories run on two chains at once (the rollups are per chain, migration 039). */
+const CHAINS = [14601, 31337];
 
 function reservation(
   projectId: string,
-  o: { cost: bigint; sender: number; target: number; daysAgo: number; nonce: number | null },
+  o: { cost: bigint; sender: number; target: number; daysAgo: number; nonce: number | null; chain?: number },
 ): Reservation {
   return {
     projectId,
@@ -42,7 +44,7 @@ function reservation(
     requestDigest: o.nonce === null ? null : `d-${o.nonce}`,
     authId: `0x${randomBytes(32).toString("hex")}`,
     apiKeyId: null,
-    chainId: 14601,
+    chainId: CHAINS[o.chain ?? 0]!,
     sender: SENDERS[o.sender]!,
     target: TARGETS[o.target]!,
     selector: SELECTOR,
@@ -62,36 +64,38 @@ function reservation(
 async function stored(db: Queryable, projectId: string) {
   const [totals, days, targets, senders, senderDays] = await Promise.all([
     db.query(
-      `SELECT pending::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text
-       FROM rollup_project_totals WHERE project_id = $1`,
+      `SELECT chain_id, pending::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text
+       FROM rollup_project_totals WHERE project_id = $1
+         AND (pending, success, reverted, expired, gas_used, cost_wei) <> (0, 0, 0, 0, 0, 0)
+       ORDER BY chain_id`,
       [projectId],
     ),
     db.query(
-      `SELECT day::text, authorized::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text,
+      `SELECT chain_id, day::text, authorized::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text,
          active_senders::int, latest_senders::int
        FROM rollup_project_days WHERE project_id = $1
          AND (authorized, success, reverted, expired, gas_used, cost_wei, active_senders, latest_senders)
            <> (0, 0, 0, 0, 0, 0, 0, 0)
-       ORDER BY day`,
+       ORDER BY chain_id, day`,
       [projectId],
     ),
     db.query(
-      `SELECT target, calls::int, gas_used::text FROM rollup_project_targets
-       WHERE project_id = $1 AND (calls <> 0 OR gas_used <> 0) ORDER BY target`,
+      `SELECT chain_id, target, calls::int, gas_used::text FROM rollup_project_targets
+       WHERE project_id = $1 AND (calls <> 0 OR gas_used <> 0) ORDER BY chain_id, target`,
       [projectId],
     ),
     db.query(
-      `SELECT sender, last_settled_at, operations::int, cost_wei::text FROM rollup_project_senders
-       WHERE project_id = $1 ORDER BY sender`,
+      `SELECT chain_id, sender, last_settled_at, operations::int, cost_wei::text FROM rollup_project_senders
+       WHERE project_id = $1 ORDER BY chain_id, sender`,
       [projectId],
     ),
     db.query(
-      `SELECT day::text, sender, operations::int FROM rollup_project_sender_days
-       WHERE project_id = $1 AND operations <> 0 ORDER BY day, sender`,
+      `SELECT chain_id, day::text, sender, operations::int FROM rollup_project_sender_days
+       WHERE project_id = $1 AND operations <> 0 ORDER BY chain_id, day, sender`,
       [projectId],
     ),
   ]);
-  return { totals: totals[0] ?? null, days, targets, senders, senderDays };
+  return { totals, days, targets, senders, senderDays };
 }
 
 const SETTLED = "status IN ('success', 'reverted')";
@@ -100,78 +104,78 @@ const SETTLED = "status IN ('success', 'reverted')";
 async function recomputed(db: Queryable, projectId: string) {
   const [totals, days, targets, senders, senderDays] = await Promise.all([
     db.query(
-      `SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending,
+      `SELECT chain_id, count(*) FILTER (WHERE status = 'pending')::int AS pending,
          count(*) FILTER (WHERE status = 'success')::int AS success,
          count(*) FILTER (WHERE status = 'reverted')::int AS reverted,
          count(*) FILTER (WHERE status = 'expired')::int AS expired,
          COALESCE(sum(actual_gas) FILTER (WHERE ${SETTLED}), 0)::text AS gas_used,
          COALESCE(sum(actual_gas_cost) FILTER (WHERE ${SETTLED}), 0)::text AS cost_wei
-       FROM sponsorships WHERE project_id = $1 HAVING count(*) > 0`,
+       FROM sponsorships WHERE project_id = $1 GROUP BY chain_id ORDER BY chain_id`,
       [projectId],
     ),
     db.query(
-      `SELECT day::text, sum(a)::int AS authorized, sum(s)::int AS success, sum(r)::int AS reverted,
+      `SELECT chain_id, day::text, sum(a)::int AS authorized, sum(s)::int AS success, sum(r)::int AS reverted,
          sum(e)::int AS expired, sum(g)::text AS gas_used, sum(c)::text AS cost_wei,
          count(DISTINCT sender) FILTER (WHERE s + r > 0)::int AS active_senders, sum(l)::int AS latest_senders
        FROM (
-         SELECT (created_at AT TIME ZONE 'UTC')::date AS day, 1 AS a, 0 AS s, 0 AS r, 0 AS e, 0::numeric AS g,
-           0::numeric AS c, NULL AS sender, 0 AS l
+         SELECT chain_id, (created_at AT TIME ZONE 'UTC')::date AS day, 1 AS a, 0 AS s, 0 AS r, 0 AS e,
+           0::numeric AS g, 0::numeric AS c, NULL AS sender, 0 AS l
          FROM sponsorships WHERE project_id = $1
          UNION ALL
-         SELECT (settled_at AT TIME ZONE 'UTC')::date, 0, (status = 'success')::int, (status = 'reverted')::int,
+         SELECT chain_id, (settled_at AT TIME ZONE 'UTC')::date, 0, (status = 'success')::int, (status = 'reverted')::int,
            (status = 'expired')::int,
            CASE WHEN ${SETTLED} THEN actual_gas ELSE 0 END, CASE WHEN ${SETTLED} THEN actual_gas_cost ELSE 0 END,
            sender, 0
          FROM sponsorships WHERE project_id = $1 AND status <> 'pending'
          UNION ALL
-         SELECT (max(settled_at) AT TIME ZONE 'UTC')::date, 0, 0, 0, 0, 0, 0, NULL, 1
-         FROM sponsorships WHERE project_id = $1 AND ${SETTLED} GROUP BY sender) x
-       GROUP BY day ORDER BY day`,
+         SELECT chain_id, (max(settled_at) AT TIME ZONE 'UTC')::date, 0, 0, 0, 0, 0, 0, NULL, 1
+         FROM sponsorships WHERE project_id = $1 AND ${SETTLED} GROUP BY chain_id, sender) x
+       GROUP BY chain_id, day ORDER BY chain_id, day`,
       [projectId],
     ),
     db.query(
-      `SELECT target, count(*)::int AS calls, sum(actual_gas)::text AS gas_used FROM sponsorships
-       WHERE project_id = $1 AND ${SETTLED} GROUP BY target ORDER BY target`,
+      `SELECT chain_id, target, count(*)::int AS calls, sum(actual_gas)::text AS gas_used FROM sponsorships
+       WHERE project_id = $1 AND ${SETTLED} GROUP BY chain_id, target ORDER BY chain_id, target`,
       [projectId],
     ),
     db.query(
-      `SELECT sender, max(settled_at) AS last_settled_at, count(*)::int AS operations,
+      `SELECT chain_id, sender, max(settled_at) AS last_settled_at, count(*)::int AS operations,
          sum(actual_gas_cost)::text AS cost_wei FROM sponsorships
-       WHERE project_id = $1 AND ${SETTLED} GROUP BY sender ORDER BY sender`,
+       WHERE project_id = $1 AND ${SETTLED} GROUP BY chain_id, sender ORDER BY chain_id, sender`,
       [projectId],
     ),
     db.query(
-      `SELECT (settled_at AT TIME ZONE 'UTC')::date::text AS day, sender, count(*)::int AS operations
-       FROM sponsorships WHERE project_id = $1 AND ${SETTLED} GROUP BY 1, 2 ORDER BY 1, 2`,
+      `SELECT chain_id, (settled_at AT TIME ZONE 'UTC')::date::text AS day, sender, count(*)::int AS operations
+       FROM sponsorships WHERE project_id = $1 AND ${SETTLED} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
       [projectId],
     ),
   ]);
-  return { totals: totals[0] ?? null, days, targets, senders, senderDays };
+  return { totals, days, targets, senders, senderDays };
 }
 
 /** The overview as it was computed before the rollups (a scan of the project's sponsorships). */
-async function overviewFromScratch(db: Queryable, projectId: string, nowMs: number) {
+async function overviewFromScratch(db: Queryable, projectId: string, nowMs: number, chainId = 14601) {
   const dayStart = new Date(nowMs);
   dayStart.setUTCHours(0, 0, 0, 0);
   const [totals] = await db.query<{ n: number; saved: string }>(
     `SELECT count(*)::int AS n, COALESCE(sum(actual_gas_cost), 0)::text AS saved
-     FROM sponsorships WHERE project_id = $1 AND ${SETTLED}`,
-    [projectId],
+     FROM sponsorships WHERE project_id = $1 AND chain_id = $2 AND ${SETTLED}`,
+    [projectId, chainId],
   );
   const [active] = await db.query<{ n: number }>(
     `SELECT count(DISTINCT sender)::int AS n FROM sponsorships
-     WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
-    [projectId, new Date(nowMs - 30 * DAY_MS)],
+     WHERE project_id = $1 AND chain_id = $3 AND ${SETTLED} AND settled_at >= $2`,
+    [projectId, new Date(nowMs - 30 * DAY_MS), chainId],
   );
   const [today] = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1 AND ${SETTLED} AND settled_at >= $2`,
-    [projectId, dayStart],
+    `SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1 AND chain_id = $3 AND ${SETTLED} AND settled_at >= $2`,
+    [projectId, dayStart, chainId],
   );
   const top = await db.query<{ address: string; calls: number; gasUsed: string }>(
     `SELECT target AS address, count(*)::int AS calls, COALESCE(sum(actual_gas), 0)::text AS "gasUsed"
-     FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
+     FROM sponsorships WHERE project_id = $1 AND chain_id = $2 AND ${SETTLED}
      GROUP BY target ORDER BY calls DESC, target LIMIT 10`,
-    [projectId],
+    [projectId, chainId],
   );
   return {
     totalSponsored: totals!.n,
@@ -183,7 +187,7 @@ async function overviewFromScratch(db: Queryable, projectId: string, nowMs: numb
 }
 
 /** The per-day figures and the top senders recomputed from the project's sponsorships. */
-async function dailyFromScratch(db: Queryable, projectId: string, from: string, to: string) {
+async function dailyFromScratch(db: Queryable, projectId: string, from: string, to: string, chainId = 14601) {
   const rows = await db.query<{
     day: string;
     authorized: number;
@@ -193,37 +197,45 @@ async function dailyFromScratch(db: Queryable, projectId: string, from: string, 
     senders: number;
   }>(
     `SELECT g.day::date::text AS day,
-       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1
+       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1 AND chain_id = $4
          AND (created_at AT TIME ZONE 'UTC')::date = g.day::date) AS authorized,
-       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
+       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1 AND chain_id = $4 AND ${SETTLED}
          AND (settled_at AT TIME ZONE 'UTC')::date = g.day::date) AS sponsored,
-       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1 AND status = 'expired'
+       (SELECT count(*)::int FROM sponsorships WHERE project_id = $1 AND chain_id = $4 AND status = 'expired'
          AND (settled_at AT TIME ZONE 'UTC')::date = g.day::date) AS expired,
-       (SELECT COALESCE(sum(actual_gas_cost), 0)::text FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
+       (SELECT COALESCE(sum(actual_gas_cost), 0)::text FROM sponsorships WHERE project_id = $1 AND chain_id = $4 AND ${SETTLED}
          AND (settled_at AT TIME ZONE 'UTC')::date = g.day::date) AS cost,
-       (SELECT count(DISTINCT sender)::int FROM sponsorships WHERE project_id = $1 AND ${SETTLED}
+       (SELECT count(DISTINCT sender)::int FROM sponsorships WHERE project_id = $1 AND chain_id = $4 AND ${SETTLED}
          AND (settled_at AT TIME ZONE 'UTC')::date = g.day::date) AS senders
      FROM generate_series($2::date, $3::date, interval '1 day') g(day) ORDER BY 1`,
-    [projectId, from, to],
+    [projectId, from, to, chainId],
   );
   return rows;
 }
 
-async function topSendersFromScratch(db: Queryable, projectId: string) {
+async function topSendersFromScratch(db: Queryable, projectId: string, chainId = 14601) {
   return db.query<{ sender: string; operations: number; costWei: string; pending: number }>(
     `SELECT sender, count(*) FILTER (WHERE ${SETTLED})::int AS operations,
        COALESCE(sum(actual_gas_cost) FILTER (WHERE ${SETTLED}), 0)::text AS "costWei",
        count(*) FILTER (WHERE status = 'pending')::int AS pending
-     FROM sponsorships WHERE project_id = $1 GROUP BY sender
+     FROM sponsorships WHERE project_id = $1 AND chain_id = $2 GROUP BY sender
      HAVING count(*) FILTER (WHERE ${SETTLED}) > 0
      ORDER BY 2 DESC, sum(actual_gas_cost) FILTER (WHERE ${SETTLED}) DESC, sender`,
-    [projectId],
+    [projectId, chainId],
   );
 }
 
 type Op =
-  | { kind: "deposit"; amount: bigint }
-  | { kind: "reserve"; cost: bigint; sender: number; target: number; daysAgo: number; nonce: number | null }
+  | { kind: "deposit"; amount: bigint; chain: number }
+  | {
+      kind: "reserve";
+      cost: bigint;
+      sender: number;
+      target: number;
+      daysAgo: number;
+      nonce: number | null;
+      chain: number;
+    }
   | { kind: "settle"; pick: number; fraction: number; reverted: boolean; gas: number }
   | { kind: "release"; pick: number }
   | { kind: "reverse"; pick: number }
@@ -231,7 +243,11 @@ type Op =
   | { kind: "backdate"; pick: number; days: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ kind: fc.constant("deposit" as const), amount: fc.bigInt(1n, 10n ** 18n) }),
+  fc.record({
+    kind: fc.constant("deposit" as const),
+    amount: fc.bigInt(1n, 10n ** 18n),
+    chain: fc.integer({ min: 0, max: CHAINS.length - 1 }),
+  }),
   fc.record({
     kind: fc.constant("reserve" as const),
     cost: fc.bigInt(0n, 10n ** 17n),
@@ -240,6 +256,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     daysAgo: fc.integer({ min: 0, max: 40 }),
     // A small pool of nonces, so that repeats (replays, and reuse past 24 hours) happen.
     nonce: fc.option(fc.integer({ min: 0, max: 3 }), { nil: null }),
+    chain: fc.integer({ min: 0, max: CHAINS.length - 1 }),
   }),
   fc.record({
     kind: fc.constant("settle" as const),
@@ -260,19 +277,25 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   }),
 );
 
-async function apply(projectId: string, op: Op, authIds: { authId: string; cost: bigint }[]) {
+async function apply(
+  projectId: string,
+  op: Op,
+  authIds: { authId: string; cost: bigint; chainId: number }[],
+) {
   const pick = (n: number) => authIds[n % authIds.length]!;
   switch (op.kind) {
     case "deposit":
       await creditDeposit(t.db, {
         projectId,
+        chainId: CHAINS[op.chain]!,
         reference: `${projectId}:${randomBytes(4).toString("hex")}`,
         amountWei: op.amount,
       });
       return;
     case "reserve": {
       const r = reservation(projectId, op);
-      if ((await reserve(t.db, r)).kind === "reserved") authIds.push({ authId: r.authId, cost: op.cost });
+      if ((await reserve(t.db, r)).kind === "reserved")
+        authIds.push({ authId: r.authId, cost: op.cost, chainId: r.chainId });
       return;
     }
     case "settle": {
@@ -281,7 +304,7 @@ async function apply(projectId: string, op: Op, authIds: { authId: string; cost:
       await t.db.transaction((tx) =>
         billOperation(tx, {
           authId: a.authId,
-          chainId: 14601,
+          chainId: a.chainId,
           paymaster: PAYMASTER,
           outcome: op.reverted ? "reverted" : "success",
           actualGasUsed: BigInt(op.gas),
@@ -307,7 +330,7 @@ async function apply(projectId: string, op: Op, authIds: { authId: string; cost:
         reverseBilling(tx, {
           authId: a.authId,
           projectId,
-          chainId: 14601,
+          chainId: a.chainId,
           billedWei: BigInt(row.cost),
           reference: `rev:${a.authId}:${randomBytes(3).toString("hex")}`,
         }),
@@ -346,46 +369,48 @@ describe("analytics rollups", () => {
           );
         }
         await creditDeposit(t.db, { projectId, reference: `${projectId}:seed`, amountWei: 10n ** 18n });
-        const authIds: { authId: string; cost: bigint }[] = [];
+        const authIds: { authId: string; cost: bigint; chainId: number }[] = [];
         for (const op of ops) await apply(projectId, op, authIds);
 
         assert.deepEqual(await stored(t.db, projectId), await recomputed(t.db, projectId));
         const nowMs = Date.now();
-        const fast = await overview(t.db, projectId, nowMs);
-        const slow = await overviewFromScratch(t.db, projectId, nowMs);
-        assert.deepEqual(
-          {
-            totalSponsored: fast.totalSponsored,
-            totalGasSaved: fast.totalGasSaved,
-            activeUsers: fast.activeUsers,
-            today: fast.today.sponsored,
-            top: fast.topContracts,
-          },
-          slow,
-        );
-        const from = new Date(nowMs - 41 * DAY_MS).toISOString().slice(0, 10);
-        const to = new Date(nowMs).toISOString().slice(0, 10);
-        assert.deepEqual(
-          (await daily(t.db, projectId, from, to)).map((d) => ({
-            day: d.day,
-            authorized: d.authorized,
-            sponsored: d.sponsored,
-            expired: d.expired,
-            cost: d.costWei,
-            senders: d.activeSenders,
-          })),
-          await dailyFromScratch(t.db, projectId, from, to),
-        );
-        assert.deepEqual(
-          await topSenders(t.db, projectId, "operations", 100),
-          await topSendersFromScratch(t.db, projectId),
-        );
+        for (const chainId of CHAINS) {
+          const fast = await overview(t.db, projectId, chainId, nowMs);
+          const slow = await overviewFromScratch(t.db, projectId, nowMs, chainId);
+          assert.deepEqual(
+            {
+              totalSponsored: fast.totalSponsored,
+              totalGasSaved: fast.totalGasSaved,
+              activeUsers: fast.activeUsers,
+              today: fast.today.sponsored,
+              top: fast.topContracts,
+            },
+            slow,
+          );
+          const from = new Date(nowMs - 41 * DAY_MS).toISOString().slice(0, 10);
+          const to = new Date(nowMs).toISOString().slice(0, 10);
+          assert.deepEqual(
+            (await daily(t.db, projectId, chainId, from, to)).map((d) => ({
+              day: d.day,
+              authorized: d.authorized,
+              sponsored: d.sponsored,
+              expired: d.expired,
+              cost: d.costWei,
+              senders: d.activeSenders,
+            })),
+            await dailyFromScratch(t.db, projectId, from, to, chainId),
+          );
+          assert.deepEqual(
+            await topSenders(t.db, projectId, chainId, "operations", 100),
+            await topSendersFromScratch(t.db, projectId, chainId),
+          );
+        }
         // Every sponsorship's id lies within its day's bounds (migration 023), which the events'
         // time filters read as an id range.
         assert.deepEqual(
           await t.db.query(
             `SELECT s.id::text FROM sponsorships s
-             LEFT JOIN rollup_project_days r ON r.project_id = s.project_id
+             LEFT JOIN rollup_project_days r ON r.project_id = s.project_id AND r.chain_id = s.chain_id
                AND r.day = (s.created_at AT TIME ZONE 'UTC')::date
              WHERE s.project_id = $1 AND (r.first_id IS NULL OR s.id NOT BETWEEN r.first_id AND r.last_id)`,
             [projectId],
@@ -419,7 +444,7 @@ describe("analytics rollups", () => {
     ).map((r) => r.id);
     assert.ok(projects.length > 0);
     const kept = await Promise.all(projects.map((id) => stored(t.db, id)));
-    const backfill = ["012_rollups.sql", "015_rollup_senders.sql", "023_day_id_bounds.sql"]
+    const backfill = ["039_rollups_per_chain.sql"]
       .map((file) => readFileSync(new URL(`../src/db/migrations/${file}`, import.meta.url), "utf8"))
       .map((sql) => sql.slice(sql.indexOf("-- BEGIN BACKFILL"), sql.indexOf("-- END BACKFILL")))
       .join(";\n");
@@ -467,7 +492,7 @@ describe("analytics rollups", () => {
       [p.projectId, TARGETS[0], SELECTOR, settled.map((s) => s[0]), settled.map((s) => new Date(s[1]))],
     );
     assert.equal(new Date(monthAgo).toISOString(), "2031-05-16T12:00:00.000Z");
-    const o = await overview(t.db, p.projectId, nowMs);
+    const o = await overview(t.db, p.projectId, 14601, nowMs);
     assert.equal(o.activeUsers, 4);
     assert.equal(o.activeUsers, (await overviewFromScratch(t.db, p.projectId, nowMs)).activeUsers);
     assert.deepEqual(await stored(t.db, p.projectId), await recomputed(t.db, p.projectId));
@@ -520,7 +545,7 @@ describe("analytics rollups", () => {
       [p.projectId],
     );
     assert.deepEqual(await stored(t.db, p.projectId), await recomputed(t.db, p.projectId));
-    const o = await overview(t.db, p.projectId, Date.now());
+    const o = await overview(t.db, p.projectId, 14601, Date.now());
     assert.equal(o.totalSponsored, 25);
     assert.equal(o.totalGasSaved, "175");
     assert.deepEqual(o.topContracts, [{ address: TARGETS[0], calls: 25, gasUsed: "250" }]);

@@ -4,11 +4,11 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { Address, bearer, Name, ProjectParams, responses, Selector, Timestamp } from "../http/schemas.ts";
+import { homeChainOf } from "../projects/store.ts";
 import {
   addEntry,
   disableEntry,
   type Pair as EntryKey,
-  homeChainOf,
   listEntries,
   MAX_ENTRIES_PER_PROJECT,
   patchEntry,

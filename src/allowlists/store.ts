@@ -25,15 +25,6 @@ export interface Pair {
 const KEY = `project_id = $1 AND chain_id IS NOT DISTINCT FROM $2::integer
   AND target_contract = $3 AND function_selector = $4`;
 
-/** The project's home chain (migration 035), where an entry goes when no chain is named. */
-export async function homeChainOf(db: Queryable, projectId: string): Promise<number | null> {
-  const rows = await db.query<{ chain: number }>(
-    "SELECT home_chain_id AS chain FROM projects WHERE id = $1",
-    [projectId],
-  );
-  return rows[0]?.chain ?? null;
-}
-
 export async function listEntries(db: Queryable, projectId: string): Promise<AllowlistEntry[]> {
   const rows = await db.query<Row>(
     `SELECT ${COLUMNS} FROM allowlist_entries

@@ -1,17 +1,45 @@
 import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
+import type { Config } from "../config.ts";
 import type { RoutePlugin } from "../context.ts";
+import type { Queryable } from "../db/db.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { homeChainOf } from "../projects/store.ts";
 import { DAY_MS, daily, decodeCursor, events, isoDay, money, overview, topSenders } from "./store.ts";
 
+const ChainId = Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1 });
+
+/** `?chainId=`: which chain's figures a view answers; the project's home chain by default. */
+const ChainQuery = {
+  chainId: Type.Optional({
+    ...ChainId,
+    description: "Answer for this chain (one the service serves) instead of the project's home chain",
+  }),
+};
+
 const Overview = Type.Object({
+  chainId: {
+    ...ChainId,
+    description: "The chain the figures are for: the home chain unless `chainId` was asked",
+  },
   totalSponsored: Type.Integer({ description: "Operations settled on chain (success or reverted)" }),
   totalGasSaved: Wei,
   activeUsers: Type.Integer({ description: "Distinct senders with a settled operation in the last 30 days" }),
   today: Type.Object({ sponsored: Type.Integer(), dailyCapRemaining: Wei }),
   topContracts: Type.Array(
     Type.Object({ address: Type.String(), calls: Type.Integer(), gasUsed: Type.String() }),
+  ),
+  chains: Type.Array(
+    Type.Object({
+      chainId: ChainId,
+      currency: Type.String({ description: "Symbol of the chain's native currency, of totalGasSaved" }),
+      totalSponsored: Type.Integer(),
+      totalGasSaved: Wei,
+    }),
+    {
+      description: "Settled totals of the home chain and of every other chain the service serves, home first",
+    },
   ),
 });
 const Status = Type.Union(["pending", "success", "reverted", "expired"].map((s) => Type.Literal(s)));
@@ -44,6 +72,7 @@ const MAX_DAYS = 366;
 
 const Money = Type.Object(
   {
+    chainId: { ...ChainId, description: "The tank's chain: the home chain unless `chainId` was asked" },
     available: {
       ...Wei,
       description: "What the tank can still reserve: open authorizations are already taken out",
@@ -72,10 +101,33 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
 
   app.get(
     "/projects/:id/analytics/overview",
-    { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Overview }) } },
+    {
+      schema: {
+        tags,
+        security: bearer,
+        params: ProjectParams,
+        querystring: Type.Object(ChainQuery, { additionalProperties: false }),
+        response: responses({ 200: Overview }),
+      },
+    },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      return overview(reads, request.params.id, services.now());
+      const { chains } = services.config;
+      const home = await homeChainOf(db, request.params.id);
+      if (home === null) throw notFound("project");
+      const chainId = viewedChain(chains, home, request.query.chainId);
+      const figures = await overview(reads, request.params.id, chainId, services.now());
+      const totals = new Map(figures.chains.map((c) => [c.chainId, c]));
+      const shown = [home, ...chains.map((c) => c.chainId).filter((id) => id !== home)];
+      return {
+        ...figures,
+        chains: shown.map((id) => ({
+          chainId: id,
+          currency: currencyOf(chains, id),
+          totalSponsored: totals.get(id)?.totalSponsored ?? 0,
+          totalGasSaved: totals.get(id)?.totalGasSaved ?? "0",
+        })),
+      };
     },
   );
 
@@ -86,15 +138,19 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
         tags,
         security: bearer,
         summary: "The gas tank in plain words: available, reserved, spent, and days of gas left",
+        description:
+          "One chain's tank, in that chain's currency: the home chain's unless `chainId` is given.",
         params: ProjectParams,
+        querystring: Type.Object(ChainQuery, { additionalProperties: false }),
         response: responses({ 200: Money }),
       },
     },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      const view = await money(reads, request.params.id, services.now());
+      const chainId = await chainOfView(db, services.config.chains, request.params.id, request.query.chainId);
+      const view = await money(reads, request.params.id, chainId, services.now());
       if (!view) throw notFound("project");
-      return view;
+      return { chainId, ...view };
     },
   );
 
@@ -110,11 +166,13 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
           "last 30 days, today included. Days without activity are rows of zeros. `authorized` counts " +
           "authorizations by the day they were made; `sponsored` (success + reverted), `expired`, `gasUsed` and " +
           "`costWei` count operations by the day they settled or expired; `activeSenders` is the number of " +
-          "distinct senders with an operation settled that day.",
+          "distinct senders with an operation settled that day. All on one chain: the home chain unless " +
+          "`chainId` is given.",
         params: ProjectParams,
-        querystring: DayRangeQuery,
+        querystring: DailyQuery,
         response: responses({
           200: Type.Object({
+            chainId: { ...ChainId, description: "The chain the figures are for" },
             days: Type.Array(
               Type.Object({
                 day: Type.String({ format: "date" }),
@@ -137,7 +195,8 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const { from, to } = dayRange(request.query, services.now());
-      return { days: await daily(reads, request.params.id, from, to) };
+      const chainId = await chainOfView(db, services.config.chains, request.params.id, request.query.chainId);
+      return { chainId, days: await daily(reads, request.params.id, chainId, from, to) };
     },
   );
 
@@ -147,17 +206,19 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
       schema: {
         tags,
         security: bearer,
-        summary: "Top senders by settled operations or by their actual cost",
+        summary: "Top senders by settled operations or by their actual cost, on one chain",
         params: ProjectParams,
         querystring: Type.Object(
           {
             by: Type.Union([Type.Literal("operations"), Type.Literal("cost")], { default: "operations" }),
             limit: Type.Integer({ minimum: 1, maximum: 100, default: 10 }),
+            ...ChainQuery,
           },
           { additionalProperties: false },
         ),
         response: responses({
           200: Type.Object({
+            chainId: { ...ChainId, description: "The chain the figures are for" },
             senders: Type.Array(
               Type.Object({
                 sender: Type.String(),
@@ -175,7 +236,8 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
       const { by, limit } = request.query;
-      return { senders: await topSenders(reads, request.params.id, by, limit) };
+      const chainId = await chainOfView(db, services.config.chains, request.params.id, request.query.chainId);
+      return { chainId, senders: await topSenders(reads, request.params.id, chainId, by, limit) };
     },
   );
 
@@ -206,9 +268,10 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
             status: Type.Optional(Status),
             sender: Type.Optional(Address),
             target: Type.Optional(Address),
-            chainId: Type.Optional(
-              Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1, description: "One chain's events alone" }),
-            ),
+            chainId: Type.Optional({
+              ...ChainId,
+              description: "One chain's events alone (default: every chain's)",
+            }),
             from: Type.Optional(Type.String({ format: "date-time", description: "created_at at or after" })),
             to: Type.Optional(Type.String({ format: "date-time", description: "created_at before" })),
           },
@@ -260,6 +323,40 @@ export const DayRangeQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+
+const DailyQuery = Type.Object(
+  { ...DayRangeQuery.properties, ...ChainQuery },
+  { additionalProperties: false },
+);
+
+/**
+ * The chain a view answers for: the one asked, when the service serves it or it is the project's
+ * home chain (404 otherwise: a chain unknown here has no figures to show), else the home chain.
+ */
+function viewedChain(chains: Config["chains"], home: number, asked: number | undefined): number {
+  if (asked === undefined || asked === home) return home;
+  if (!chains.some((c) => c.chainId === asked)) throw notFound("chain");
+  return asked;
+}
+
+/** viewedChain, reading the project's home chain first; 404 when the project does not exist. */
+async function chainOfView(
+  db: Queryable,
+  chains: Config["chains"],
+  projectId: string,
+  asked: number | undefined,
+): Promise<number> {
+  // A chain served here needs no read: the project's existence is checked by the view itself.
+  if (asked !== undefined && chains.some((c) => c.chainId === asked)) return asked;
+  const home = await homeChainOf(db, projectId);
+  if (home === null) throw notFound("project");
+  return viewedChain(chains, home, asked);
+}
+
+/** The symbol of a chain's native currency; a chain no longer served shows the first one's. */
+function currencyOf(chains: Config["chains"], chainId: number): string {
+  return (chains.find((c) => c.chainId === chainId) ?? chains[0]!).nativeCurrency.symbol;
+}
 
 /**
  * The UTC days of a daily view's `from` and `to` (YYYY-MM-DD, both included): by default the last

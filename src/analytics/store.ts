@@ -1,34 +1,44 @@
 import assert from "node:assert/strict";
 import { addressKey, hex } from "../db/bytes.ts";
 import type { Queryable } from "../db/db.ts";
+import { tankBalanceSql } from "../ledger/ledger.ts";
 import { type MoneySummary, moneySummary, SPEND_WINDOW_DAYS } from "./money.ts";
 
 export const DAY_MS = 86_400_000;
 
 export interface Overview {
+  /** The chain the figures are for. */
+  chainId: number;
   totalSponsored: number;
   totalGasSaved: string;
   activeUsers: number;
   today: { sponsored: number; dailyCapRemaining: string };
   topContracts: { address: string; calls: number; gasUsed: string }[];
+  /** Every chain's settled totals, for the breakdown. */
+  chains: { chainId: number; totalSponsored: number; totalGasSaved: string }[];
 }
 
 /**
- * Figures over operations settled on chain (DESIGN.md §3), for one project, read from the
- * rollups of migrations 012 and 015: a bounded number of rows whatever the history (one totals
- * row, at most 31 day rows, at most ten targets, and the senders whose latest operation falls on
- * the day 30 days ago). activeUsers counts the distinct senders with a settled operation in the
- * last 30 days, to the microsecond.
+ * Figures over operations settled on chain (DESIGN.md §3), for one project on one chain, read
+ * from the rollups of migrations 012, 015 and 039: a bounded number of rows whatever the history
+ * (one totals row per chain, at most 31 day rows, at most ten targets, and the senders whose
+ * latest operation falls on the day 30 days ago). activeUsers counts the distinct senders with a
+ * settled operation on the chain in the last 30 days, to the microsecond.
  */
-export async function overview(db: Queryable, projectId: string, nowMs: number): Promise<Overview> {
+export async function overview(
+  db: Queryable,
+  projectId: string,
+  chainId: number,
+  nowMs: number,
+): Promise<Overview> {
   const dayStart = new Date(nowMs);
   dayStart.setUTCHours(0, 0, 0, 0);
   const day = dayStart.toISOString().slice(0, 10);
   const monthAgo = new Date(nowMs - 30 * DAY_MS);
   const [totals, active, today, top, tank] = await Promise.all([
-    db.query<{ n: string; saved: string }>(
-      `SELECT (success + reverted)::text AS n, cost_wei::text AS saved
-       FROM rollup_project_totals WHERE project_id = $1`,
+    db.query<{ chain_id: number; n: string; saved: string }>(
+      `SELECT chain_id, (success + reverted)::text AS n, cost_wei::text AS saved
+       FROM rollup_project_totals WHERE project_id = $1 ORDER BY chain_id`,
       [projectId],
     ),
     // Senders whose latest settled operation is at or after monthAgo: whole days after its day
@@ -36,41 +46,44 @@ export async function overview(db: Queryable, projectId: string, nowMs: number):
     // operation falls there (at most one day's worth). Later days a clock ahead wrote count too.
     db.query<{ n: string }>(
       `SELECT ((SELECT COALESCE(sum(latest_senders), 0) FROM rollup_project_days
-                WHERE project_id = $1 AND day > $2::date)
+                WHERE project_id = $1 AND chain_id = $5 AND day > $2::date)
              + (SELECT count(*) FROM rollup_project_senders
-                WHERE project_id = $1 AND last_settled_at >= $3 AND last_settled_at < $4))::text AS n`,
-      [projectId, monthAgo.toISOString().slice(0, 10), monthAgo, dayAfter(monthAgo)],
+                WHERE project_id = $1 AND chain_id = $5 AND last_settled_at >= $3 AND last_settled_at < $4))::text AS n`,
+      [projectId, monthAgo.toISOString().slice(0, 10), monthAgo, dayAfter(monthAgo), chainId],
     ),
     // settled_at >= the start of today: today's row, and any later one a clock ahead wrote.
     db.query<{ n: string }>(
       `SELECT COALESCE(sum(success + reverted), 0)::text AS n FROM rollup_project_days
-       WHERE project_id = $1 AND day >= $2::date`,
-      [projectId, day],
+       WHERE project_id = $1 AND chain_id = $3 AND day >= $2::date`,
+      [projectId, day, chainId],
     ),
     db.query<{ address: string; calls: string; gas_used: string }>(
       `SELECT target AS address, calls::text AS calls, gas_used::text AS gas_used
-       FROM rollup_project_targets WHERE project_id = $1 AND calls > 0
+       FROM rollup_project_targets WHERE project_id = $1 AND chain_id = $2 AND calls > 0
        ORDER BY calls DESC, target LIMIT 10`,
-      [projectId],
+      [projectId, chainId],
     ),
     db.query<{ balance: string; cap: string | null; spent: string | null }>(
-      `SELECT p.gas_tank_balance::text AS balance, p.daily_cap::text AS cap, u.spent::text AS spent
+      `SELECT ${tankBalanceSql("p", "$3")}::text AS balance, p.daily_cap::text AS cap, u.spent::text AS spent
        FROM projects p LEFT JOIN daily_usage u
-         ON u.project_id = p.id AND u.chain_id = p.home_chain_id AND u.day = $2::date
+         ON u.project_id = p.id AND u.chain_id = $3 AND u.day = $2::date
        WHERE p.id = $1`,
-      [projectId, day],
+      [projectId, day, chainId],
     ),
   ]);
   const t = tank[0]!;
+  const chain = totals.find((r) => r.chain_id === chainId);
   return {
-    totalSponsored: Number(totals[0]?.n ?? 0),
-    totalGasSaved: totals[0]?.saved ?? "0",
+    chainId,
+    totalSponsored: Number(chain?.n ?? 0),
+    totalGasSaved: chain?.saved ?? "0",
     activeUsers: Number(active[0]!.n),
     today: {
       sponsored: Number(today[0]!.n),
       dailyCapRemaining: dailyCapRemaining(t.balance, t.cap, t.spent),
     },
     topContracts: top.map((r) => ({ address: r.address, calls: Number(r.calls), gasUsed: r.gas_used })),
+    chains: totals.map((r) => ({ chainId: r.chain_id, totalSponsored: Number(r.n), totalGasSaved: r.saved })),
   };
 }
 
@@ -243,14 +256,16 @@ async function eventsTotal(
   matching: string,
   params: unknown[],
 ): Promise<{ total: number; totalCapped?: true }> {
-  const { status, ...others } = filters;
+  const { status, chainId, ...others } = filters;
   if (Object.values(others).every((v) => v === undefined)) {
     const column = status ?? "pending + success + reverted + expired";
     // status is one of the four columns: the route's schema allows nothing else.
     assert.ok(!status || ["pending", "success", "reverted", "expired"].includes(status));
+    // One totals row per chain: the chain's own, or the sum of the project's.
     const rows = await db.query<{ n: string }>(
-      `SELECT (${column})::text AS n FROM rollup_project_totals WHERE project_id = $1`,
-      [projectId],
+      `SELECT COALESCE(sum(${column}), 0)::text AS n FROM rollup_project_totals
+       WHERE project_id = $1 AND ($2::integer IS NULL OR chain_id = $2)`,
+      [projectId, chainId ?? null],
     );
     return { total: Number(rows[0]?.n ?? 0) };
   }
@@ -278,6 +293,7 @@ export interface SenderFigures {
 export async function topSenders(
   db: Queryable,
   projectId: string,
+  chainId: number,
   by: "operations" | "cost",
   limit: number,
 ): Promise<SenderFigures[]> {
@@ -285,11 +301,12 @@ export async function topSenders(
   const rows = await db.query<{ sender: string; operations: string; cost: string; pending: number }>(
     `SELECT r.sender, r.operations::text AS operations, r.cost_wei::text AS cost,
        (SELECT count(*)::int FROM sponsorship_status_index x
-         WHERE x.project_id = r.project_id AND x.sender = r.sender AND x.status = 'pending') AS pending
-     FROM (SELECT project_id, sender, operations, cost_wei FROM rollup_project_senders
-           WHERE project_id = $1 AND operations > 0 ORDER BY ${order}, sender LIMIT $2) r
+         WHERE x.project_id = r.project_id AND x.sender = r.sender AND x.status = 'pending'
+           AND x.chain_id = r.chain_id) AS pending
+     FROM (SELECT project_id, chain_id, sender, operations, cost_wei FROM rollup_project_senders
+           WHERE project_id = $1 AND chain_id = $3 AND operations > 0 ORDER BY ${order}, sender LIMIT $2) r
      ORDER BY ${order}, sender`,
-    [projectId, limit],
+    [projectId, limit, chainId],
   );
   return rows.map((r) => ({
     sender: r.sender,
@@ -319,6 +336,7 @@ export interface DayFigures {
 export async function daily(
   db: Queryable,
   projectId: string,
+  chainId: number,
   from: string,
   to: string,
 ): Promise<DayFigures[]> {
@@ -337,9 +355,9 @@ export async function daily(
        COALESCE(r.expired, 0)::text AS expired, COALESCE(r.gas_used, 0)::text AS gas_used,
        COALESCE(r.cost_wei, 0)::text AS cost_wei, COALESCE(r.active_senders, 0)::text AS active_senders
      FROM generate_series($2::date, $3::date, interval '1 day') g(day)
-     LEFT JOIN rollup_project_days r ON r.project_id = $1 AND r.day = g.day::date
+     LEFT JOIN rollup_project_days r ON r.project_id = $1 AND r.chain_id = $4 AND r.day = g.day::date
      ORDER BY g.day`,
-    [projectId, from, to],
+    [projectId, from, to, chainId],
   );
   return rows.map((r) => ({
     day: r.day,
@@ -368,24 +386,31 @@ export function isoDay(day: number): string {
 }
 
 /**
- * The tank in plain words (money.ts): the available balance (the cached balance, which open
- * reservations have already left), what open authorizations hold (the pending rows of
- * sponsorship_status_index, migration 021, read through its partial index by project), and the
- * settled cost in total and per UTC day of the last 7 days, today included, from the rollups.
+ * One chain's tank in plain words (money.ts): the available balance (the cached balance, which
+ * open reservations have already left), what open authorizations on that chain hold (the pending
+ * rows of sponsorship_status_index, migration 021, read through its partial index by project),
+ * and the chain's settled cost in total and per UTC day of the last 7 days, today included, from
+ * the rollups.
  * Null when the project does not exist.
  */
-export async function money(db: Queryable, projectId: string, nowMs: number): Promise<MoneySummary | null> {
+export async function money(
+  db: Queryable,
+  projectId: string,
+  chainId: number,
+  nowMs: number,
+): Promise<MoneySummary | null> {
   const today = Math.floor(nowMs / DAY_MS);
   const [tank, days] = await Promise.all([
     db.query<{ available: string; reserved: string; spent: string }>(
-      `SELECT p.gas_tank_balance::text AS available,
+      `SELECT ${tankBalanceSql("p", "$2")}::text AS available,
          (SELECT COALESCE(sum(max_gas_cost), 0) FROM sponsorship_status_index
-          WHERE project_id = p.id AND status = 'pending')::text AS reserved,
-         COALESCE((SELECT cost_wei FROM rollup_project_totals WHERE project_id = p.id), 0)::text AS spent
+          WHERE project_id = p.id AND status = 'pending' AND chain_id = $2)::text AS reserved,
+         COALESCE((SELECT cost_wei FROM rollup_project_totals WHERE project_id = p.id AND chain_id = $2), 0)::text
+           AS spent
        FROM projects p WHERE p.id = $1`,
-      [projectId],
+      [projectId, chainId],
     ),
-    daily(db, projectId, isoDay(today - SPEND_WINDOW_DAYS + 1), isoDay(today)),
+    daily(db, projectId, chainId, isoDay(today - SPEND_WINDOW_DAYS + 1), isoDay(today)),
   ]);
   const t = tank[0];
   if (!t) return null;

@@ -10,8 +10,8 @@
  *   the tanks (PAYMASTER_DEPOSIT_WARN_PERCENT): a warning before it runs short, time to top up.
  * - unknown: a deposit could not be read (the RPC is away).
  *
- * The tanks are not per chain (a project's tank pays on any chain), so every chain is compared
- * with all of them.
+ * Each chain is compared with its own tanks only (migration 035: a tank per project and chain,
+ * TANKS_ON_CHAIN_SQL) and the open reservations signed on it.
  */
 import type { Address } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";

@@ -56,12 +56,7 @@ export async function writeCheckpoints(db: Db, projectIds: string[]): Promise<st
     await tx.query("LOCK TABLE ledger_entries IN SHARE MODE");
     const rows = await tx.query<{ project_id: string }>(
       `WITH tanks AS (
-         SELECT p.id AS project_id, t.chain_id, t.cached FROM projects p
-         CROSS JOIN LATERAL (
-           SELECT p.home_chain_id AS chain_id, p.gas_tank_balance AS cached
-           UNION ALL
-           SELECT g.chain_id, g.balance FROM gas_tanks g WHERE g.project_id = p.id AND g.chain_id <> p.home_chain_id) t
-         WHERE p.id = ANY($1::text[])
+         SELECT project_id, chain_id, balance AS cached FROM project_tanks WHERE project_id = ANY($1::text[])
        ), latest AS (
          SELECT k.project_id, k.chain_id, k.cached, COALESCE(c.last_entry_id, 0) AS after_id,
            COALESCE(c.balance, 0) AS balance, COALESCE(c.entries, 0) AS entries

@@ -11,11 +11,19 @@ import type { Db, Queryable } from "../db/db.ts";
  */
 
 /**
- * SQL: the sum of every project's tank on the chain given as $1 (migration 035: the home chain's
- * tanks are projects' rows, the others gas_tanks rows, never both for one project and chain).
+ * SQL: the sum of every project's tank on the chain given as $1 (the project_tanks view of
+ * migration 041: the home chain's tanks are projects' rows, the others gas_tanks rows).
  */
-export const TANKS_ON_CHAIN_SQL = `COALESCE((SELECT sum(gas_tank_balance) FROM projects WHERE home_chain_id = $1), 0)
-  + COALESCE((SELECT sum(balance) FROM gas_tanks WHERE chain_id = $1), 0)`;
+export const TANKS_ON_CHAIN_SQL = "COALESCE((SELECT sum(balance) FROM project_tanks WHERE chain_id = $1), 0)";
+
+/**
+ * SQL: the balance of the tank on chain `chain` (an SQL expression) of the project row `p`: the
+ * project's own column for its home chain, its gas_tanks row for any other (0 when it has none).
+ */
+export function tankBalanceSql(p: string, chain: string): string {
+  return `(CASE WHEN ${p}.home_chain_id = ${chain} THEN ${p}.gas_tank_balance
+    ELSE COALESCE((SELECT t.balance FROM gas_tanks t WHERE t.project_id = ${p}.id AND t.chain_id = ${chain}), 0) END)`;
+}
 
 export interface Reservation {
   projectId: string;
@@ -367,10 +375,7 @@ async function move(
  */
 async function lockedTank(tx: Queryable, projectId: string, chainId: number): Promise<bigint> {
   const [row] = await tx.query<{ balance: string }>(
-    `SELECT (CASE WHEN p.home_chain_id = $2 THEN p.gas_tank_balance
-       ELSE COALESCE((SELECT t.balance FROM gas_tanks t WHERE t.project_id = p.id AND t.chain_id = $2), 0)
-       END)::text AS balance
-     FROM projects p WHERE p.id = $1 FOR UPDATE OF p`,
+    `SELECT ${tankBalanceSql("p", "$2")}::text AS balance FROM projects p WHERE p.id = $1 FOR UPDATE OF p`,
     [projectId, chainId],
   );
   assert.ok(row, `unknown project ${projectId}`);
@@ -452,19 +457,14 @@ export async function parity(
     after_id: string;
     balance: string;
   }>(
-    `SELECT p.id, t.chain_id, t.home, t.cached::text AS cached,
+    `SELECT t.project_id AS id, t.chain_id, t.home, t.balance::text AS cached,
        COALESCE(c.last_entry_id, 0)::text AS after_id, COALESCE(c.balance, 0)::text AS balance
-     FROM projects p
-     CROSS JOIN LATERAL (
-       SELECT p.home_chain_id AS chain_id, true AS home, p.gas_tank_balance AS cached
-       UNION ALL
-       SELECT g.chain_id, false, g.balance FROM gas_tanks g
-       WHERE g.project_id = p.id AND g.chain_id <> p.home_chain_id) t
+     FROM project_tanks t
      LEFT JOIN LATERAL (SELECT last_entry_id, balance FROM ledger_checkpoints k
-       WHERE k.project_id = p.id AND k.chain_id = t.chain_id AND NOT $2
+       WHERE k.project_id = t.project_id AND k.chain_id = t.chain_id AND NOT $2
        ORDER BY last_entry_id DESC LIMIT 1) c ON true
-     ${projectIds ? "WHERE p.id = ANY($1::text[])" : "WHERE $1::text[] IS NULL"}
-     ORDER BY p.id, t.home DESC, t.chain_id`,
+     ${projectIds ? "WHERE t.project_id = ANY($1::text[])" : "WHERE $1::text[] IS NULL"}
+     ORDER BY t.project_id, t.home DESC, t.chain_id`,
     [projectIds, fromScratch],
   );
   const tails = await ledgerTails(db, tanks);

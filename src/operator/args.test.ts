@@ -42,6 +42,14 @@ describe("parseCommandLine", () => {
     assert.equal(command(["check", "--entry-point", "0.7"]).connection.entryPointVersion, "0.7");
   });
 
+  it("takes the chain as --chain or --chain-id, and refuses two different ones", () => {
+    assert.equal(command(["check", "--chain", "146"]).connection.chainId, 146);
+    assert.equal(command(["check", "--chain", "146", "--chain-id", "146"]).connection.chainId, 146);
+    assert.equal(command(["check"]).connection.chainId, undefined);
+    refused(["check", "--chain", "146", "--chain-id", "14601"], /give one of them/);
+    refused(["check", "--chain", "sonic"], /--chain must be a whole number/);
+  });
+
   it("answers help for no command, help, -h and --help", () => {
     for (const argv of [[], ["help"], ["-h"], ["--help"]]) assert.equal(parseCommandLine(argv).kind, "help");
   });
@@ -77,18 +85,19 @@ describe("parseCommandLine", () => {
       "sweep-sign",
     );
     refused(["sweep-sign", "--plan", "-"], /needs --paymaster/);
-    refused(
-      [
-        "sweep-sign",
-        "--plan",
-        "-",
-        "--paymaster",
-        "0x00000000000000000000000000000000000000a1",
-        "--rpc-url",
-        "http://x",
-      ],
-      /works offline/,
-    );
+    const offline = [
+      "sweep-sign",
+      "--plan",
+      "-",
+      "--paymaster",
+      "0x00000000000000000000000000000000000000a1",
+    ];
+    for (const [flag, value] of [
+      ["--rpc-url", "http://x"],
+      ["--chain", "146"],
+      ["--chain-id", "146"],
+    ])
+      refused([...offline, flag!, value!], new RegExp(`works offline: ${flag} does not apply`));
   });
 });
 

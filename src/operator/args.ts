@@ -52,6 +52,8 @@ type FlagName = keyof typeof FLAGS;
 /** The flags every command takes (sweep-sign only --paymaster): where it acts. */
 export const CONNECTION_FLAGS = {
   "rpc-url": "url",
+  /** The chain by id; `--chain-id` is the same flag under its first name. */
+  chain: "integer",
   "chain-id": "integer",
   "entry-point": "entry-point",
   paymaster: "address",
@@ -130,7 +132,7 @@ export interface ParsedCommand {
 export type Parsed = { kind: "help"; text: string } | { kind: "command"; command: ParsedCommand };
 
 const CONNECTION_USAGE =
-  "connection: [--rpc-url <url>] [--chain-id <id>] [--entry-point v0.7|v0.8] [--paymaster <address>]\n" +
+  "connection: [--rpc-url <url>] [--chain <id>] [--entry-point v0.7|v0.8] [--paymaster <address>]\n" +
   "(defaults: CHAIN_<id>_RPC_URL, chain 14601, v0.7, CHAIN_<id>_PAYMASTER_ADDRESS or _PAYMASTER_V08_ADDRESS)";
 
 export function usage(): string {
@@ -179,7 +181,7 @@ export function parseCommandLine(argv: readonly string[]): Parsed {
     throw new UsageError(`${commandName} needs --entry-point: ${spec.usage}`);
   }
   if (spec.offline) {
-    for (const f of ["rpc-url", "chain-id", "entry-point"])
+    for (const f of ["rpc-url", "chain", "chain-id", "entry-point"])
       if (values[f] !== undefined)
         throw new UsageError(`${commandName} works offline: --${f} does not apply`);
     if (values.paymaster === undefined)
@@ -190,6 +192,11 @@ export function parseCommandLine(argv: readonly string[]): Parsed {
     throw new UsageError(`usage: npm run paymaster -- ${spec.usage}`);
   }
   if (spec.positional) addressFlag(`the ${spec.positional} argument`, positionals[0]!);
+  const chainIds = (["chain", "chain-id"] as const)
+    .filter((f) => values[f] !== undefined)
+    .map((f) => integerFlag(`--${f}`, values[f]!, 1));
+  if (chainIds.length === 2 && chainIds[0] !== chainIds[1])
+    throw new UsageError("--chain and --chain-id name the same setting: give one of them");
 
   const flags: ParsedCommand["flags"] = {};
   for (const f of spec.flags) if (values[f] !== undefined) flags[f] = values[f];
@@ -199,8 +206,7 @@ export function parseCommandLine(argv: readonly string[]): Parsed {
       name: commandName,
       connection: {
         rpcUrl: values["rpc-url"],
-        chainId:
-          values["chain-id"] === undefined ? undefined : integerFlag("--chain-id", values["chain-id"], 1),
+        chainId: chainIds[0],
         paymaster: values.paymaster,
         entryPointVersion:
           values["entry-point"] === undefined ? undefined : entryPointFlag(values["entry-point"]),

@@ -27,6 +27,7 @@ const healthy: PaymasterState = {
   latestTimestampSec: NOW,
 };
 const expect: Expectations = {
+  decimals: 18,
   entryPoint: ENTRY_POINT,
   version: "0.7",
   signer: SIGNER,

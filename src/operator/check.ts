@@ -7,7 +7,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type Address, formatEther, type Hex, isHex } from "viem";
+import { type Address, formatUnits, type Hex, isHex } from "viem";
 import { privateKeyToAddress } from "viem/accounts";
 import { sponsorPaymasterAbi } from "../paymaster/abi.ts";
 import { stakeState } from "../paymaster/stake.ts";
@@ -45,6 +45,8 @@ export interface Expectations {
   minStakeWei: bigint;
   minUnstakeDelaySec: number;
   currency: string;
+  /** Decimals of the chain's native currency. */
+  decimals: number;
 }
 
 export interface Finding {
@@ -93,7 +95,7 @@ export function judgeIdentity(
 }
 
 function judgeFunds(s: PaymasterState, x: Expectations): Finding[] {
-  const money = (wei: bigint) => `${formatEther(wei)} ${x.currency}`;
+  const money = (wei: bigint) => `${formatUnits(wei, x.decimals)} ${x.currency}`;
   const d = s.deposit;
   if (d === null)
     return [{ level: "fail", text: `no EntryPoint answers at ${x.entryPoint}: deposit and stake unknown` }];

@@ -187,6 +187,7 @@ async function check(cmd: ParsedCommand, target: ReturnType<typeof resolveTarget
       ? integerFlag("--min-unstake-delay", f["min-unstake-delay"], 0, 2 ** 32 - 1)
       : chain.paymasterMinUnstakeDelaySec,
     currency: target.currency,
+    decimals: target.decimals,
   });
   io.out(`paymaster ${paymaster} on chain ${target.chainId}, EntryPoint v${target.version}`);
   for (const finding of findings) io.out(`${finding.level.toUpperCase().padEnd(4)}  ${finding.text}`);

@@ -49,6 +49,8 @@ export interface Target {
   /** The environment variable the service reads this paymaster from. */
   paymasterSetting: string;
   currency: string;
+  /** Decimals of the chain's native currency (18 for S and ETH). */
+  decimals: number;
   config: Config;
 }
 
@@ -103,6 +105,7 @@ export function resolveTarget(flags: ConnectionFlags, config: Config): Target {
     paymaster: paymaster ? getAddress(paymaster) : null,
     paymasterSetting,
     currency: chainConfig.nativeCurrency.symbol,
+    decimals: chainConfig.nativeCurrency.decimals,
     config,
   };
 }

@@ -4,7 +4,7 @@
  * with an owner: two) with the key in OPERATOR_PRIVATE_KEY and prints what changed on chain.
  */
 import { readFileSync } from "node:fs";
-import { type Abi, type Address, formatEther, getAddress, type Hex, parseAbi, zeroAddress } from "viem";
+import { type Abi, type Address, formatUnits, getAddress, type Hex, parseAbi, zeroAddress } from "viem";
 import { sponsorPaymasterAbi } from "../paymaster/abi.ts";
 import { type Io, OperatorError, requirePaymaster, type Target, type WriteClients } from "./context.ts";
 import { explain, sendWrite, waitFor } from "./send.ts";
@@ -33,7 +33,7 @@ function artifactOf(target: Target): { name: string; abi: Abi; bytecode: Hex } {
 }
 
 function money(wei: bigint, target: Target): string {
-  return `${formatEther(wei)} ${target.currency} (${wei} wei)`;
+  return `${formatUnits(wei, target.decimals)} ${target.currency} (${wei} wei)`;
 }
 
 export function depositInfo(c: Pick<WriteClients, "publicClient" | "target">, paymaster: Address) {

@@ -2,7 +2,7 @@ import { Type } from "@sinclair/typebox";
 import { formatUnits } from "viem";
 import { authorizeOrg, authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
-import { ApiError, conflict, notFound } from "../http/problem.ts";
+import { ApiError, conflict, invalid, notFound } from "../http/problem.ts";
 import { bearer, ProjectId, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
 import { requirePrincipal } from "../identity/authenticate.ts";
 import { lockOrg } from "../orgs/store.ts";
@@ -83,8 +83,17 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
         tags,
         security: bearer,
         summary: "Create a project in an organization where the caller is admin or owner",
+        description:
+          "`homeChainId` (default: the first chain the service serves) is the chain whose tank `gas_tank_balance` " +
+          "and `deposit_address` describe, and the chain analytics and new allowlist entries take when none is " +
+          "named. It is chosen once, here: every chain served keeps its own tank whatever the home chain.",
         body: Type.Object(
-          { id: ProjectId, name: Type.String({ minLength: 1, maxLength: 128 }), owner: OwnerRef },
+          {
+            id: ProjectId,
+            name: Type.String({ minLength: 1, maxLength: 128 }),
+            owner: OwnerRef,
+            homeChainId: Type.Optional(Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1 })),
+          },
           { additionalProperties: false },
         ),
         response: responses({ 201: Project }),
@@ -92,6 +101,12 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
     },
     async (request, reply) => {
       const { id, name, owner } = request.body;
+      const homeChainId = request.body.homeChainId ?? services.config.chains[0]!.chainId;
+      if (!services.config.chains.some((c) => c.chainId === homeChainId)) {
+        throw invalid(
+          `homeChainId ${homeChainId} is not a chain this service serves (GET /blockchain/chains)`,
+        );
+      }
       const org = await authorizeOrg(db, request, owner, "projects:create");
       const max = services.config.maxProjectsPerOrg;
       // Counted under the organization's lock: concurrent creations queue, so the quota holds
@@ -104,7 +119,7 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
           name,
           owner,
           orgId: org.orgId,
-          homeChainId: services.config.chains[0]!.chainId,
+          homeChainId,
         });
       });
       if (project === "quota") {

@@ -69,11 +69,8 @@ export async function projectTanks(
   id: string,
 ): Promise<{ chainId: number; balanceWei: bigint }[]> {
   const rows = await db.query<{ chain_id: number; balance: string }>(
-    `SELECT home_chain_id AS chain_id, gas_tank_balance::text AS balance, 0 AS o FROM projects WHERE id = $1
-     UNION ALL
-     SELECT t.chain_id, t.balance::text, 1 FROM gas_tanks t JOIN projects p ON p.id = t.project_id
-     WHERE t.project_id = $1 AND t.chain_id <> p.home_chain_id
-     ORDER BY o, chain_id`,
+    `SELECT chain_id, balance::text AS balance FROM project_tanks WHERE project_id = $1
+     ORDER BY home DESC, chain_id`,
     [id],
   );
   return rows.map((r) => ({ chainId: r.chain_id, balanceWei: BigInt(r.balance) }));
@@ -197,3 +194,12 @@ export async function readSponsorTerms(db: Queryable, projectId: string): Promis
 
 /** A new project's validity TTL (the column's default). */
 export const DEFAULT_VALIDITY_TTL_SEC = 300;
+
+/** The project's home chain (migration 035), the chain its figures and entries are for when no chain is named; null when it does not exist. */
+export async function homeChainOf(db: Queryable, projectId: string): Promise<number | null> {
+  const rows = await db.query<{ chain: number }>(
+    "SELECT home_chain_id AS chain FROM projects WHERE id = $1",
+    [projectId],
+  );
+  return rows[0]?.chain ?? null;
+}

@@ -103,7 +103,7 @@ export async function listRefusals(
 export interface RefusalCounts {
   /** Refusals in the range, all codes. */
   refused: number;
-  /** Authorizations granted in the range (the daily rollup's `authorized`), for the shares. */
+  /** Authorizations granted in the range on every chain (the daily rollups' `authorized`), for the shares. */
   authorized: number;
   byCode: { code: string; reason: string; refused: number }[];
   days: { day: string; refused: number; authorized: number; byCode: Record<string, number> }[];
@@ -126,7 +126,9 @@ export async function refusalCounts(
     db.query<{ day: string; authorized: string }>(
       `SELECT g.day::date::text AS day, COALESCE(r.authorized, 0)::text AS authorized
        FROM generate_series($2::date, $3::date, interval '1 day') g(day)
-       LEFT JOIN rollup_project_days r ON r.project_id = $1 AND r.day = g.day::date
+       LEFT JOIN (SELECT day, sum(authorized) AS authorized FROM rollup_project_days
+                  WHERE project_id = $1 AND day BETWEEN $2::date AND $3::date GROUP BY day) r
+         ON r.day = g.day::date
        ORDER BY g.day`,
       [projectId, from, to],
     ),

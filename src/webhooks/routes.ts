@@ -10,6 +10,7 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { bearer, NullableTimestamp, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { homeChainOf } from "../projects/store.ts";
 import { listDeliveries, redeliver } from "./deliveries.ts";
 import { type PrivateTargets, refusedTarget } from "./egress.ts";
 import { ALL_EVENTS, EVENT_TYPES, EVENTS } from "./events.ts";
@@ -26,6 +27,7 @@ import {
   putLowBalanceThreshold,
   readSettings,
   rotateEndpointSecret,
+  thresholdOn,
   updateEndpoint,
 } from "./store.ts";
 import { checkWebhookUrl } from "./url.ts";
@@ -438,16 +440,43 @@ function approvalRoutes(app: App, services: Parameters<RoutePlugin>[1]["services
 
   const Alert = Type.Object({
     thresholdWei: Type.Union([Wei, Type.Null()], {
-      description: "balance.low is emitted each time the gas tank falls below this; null: no alert",
+      description:
+        "balance.low is emitted each time a gas tank falls below this (each tank in its chain's smallest unit), " +
+        "on every chain without a threshold of its own; null: no alert there",
     }),
+    chains: Type.Array(
+      Type.Object({
+        chainId: Type.Integer(),
+        thresholdWei: Type.Union([Wei, Type.Null()], {
+          description: "The threshold that applies to this chain's tank",
+        }),
+        own: Type.Boolean({ description: "Set for this chain (PUT with chainId), not the project's figure" }),
+      }),
+      { description: "Every chain served here, the home chain first" },
+    ),
   });
+  /** The thresholds as the API shows them: the project's, and the one each served chain follows. */
+  const alertView = async (projectId: string) => {
+    const settings = await readSettings(db, projectId);
+    const home = await homeChainOf(db, projectId);
+    if (home === null) throw notFound("project");
+    const served = services.config.chains.map((c) => c.chainId);
+    const chains = [home, ...served.filter((id) => id !== home)];
+    return {
+      thresholdWei: settings.lowBalanceThresholdWei?.toString() ?? null,
+      chains: chains.map((chainId) => ({
+        chainId,
+        thresholdWei: thresholdOn(settings, chainId)?.toString() ?? null,
+        own: settings.lowBalanceThresholds.has(chainId),
+      })),
+    };
+  };
   app.get(
     "/projects/:id/balance-alert",
     { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Alert }) } },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      const { lowBalanceThresholdWei } = await readSettings(db, request.params.id);
-      return { thresholdWei: lowBalanceThresholdWei?.toString() ?? null };
+      return alertView(request.params.id);
     },
   );
   app.put(
@@ -457,20 +486,33 @@ function approvalRoutes(app: App, services: Parameters<RoutePlugin>[1]["services
         tags,
         security: bearer,
         summary:
-          "Set the low-balance threshold; setting it above the current balance emits balance.low at once",
+          "Set the low-balance threshold, the project's or one chain's; setting it above a tank's balance emits balance.low at once",
+        description:
+          "Without `chainId`, `thresholdWei` is the project's threshold, which every chain without one of its own " +
+          "follows. With `chainId` (a chain served here), it is that chain's own, in its currency's smallest unit; " +
+          "null there means no alert on that chain.",
         params: ProjectParams,
-        body: Type.Object({ thresholdWei: Type.Union([Wei, Type.Null()]) }, { additionalProperties: false }),
+        body: Type.Object(
+          {
+            thresholdWei: Type.Union([Wei, Type.Null()]),
+            chainId: Type.Optional(Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1 })),
+          },
+          { additionalProperties: false },
+        ),
         response: responses({ 200: Alert }),
       },
     },
     async (request) => {
       const projectId = request.params.id;
       await authorizeProject(db, request, projectId, "project:update");
-      const raw = request.body.thresholdWei;
+      const { thresholdWei: raw, chainId } = request.body;
       const threshold = raw === null ? null : BigInt(raw);
       if (threshold === 0n) throw invalid("thresholdWei must be positive; null removes the alert");
-      await db.transaction((tx) => putLowBalanceThreshold(tx, projectId, threshold));
-      return { thresholdWei: threshold?.toString() ?? null };
+      if (chainId !== undefined && !services.config.chains.some((c) => c.chainId === chainId)) {
+        if ((await homeChainOf(db, projectId)) !== chainId) throw notFound("chain");
+      }
+      await db.transaction((tx) => putLowBalanceThreshold(tx, projectId, threshold, chainId));
+      return alertView(projectId);
     },
   );
 }

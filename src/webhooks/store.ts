@@ -9,6 +9,7 @@
  * opened only where a request is signed.
  */
 import type { Queryable } from "../db/db.ts";
+import { projectTanks } from "../projects/store.ts";
 import { type Keyring, OPEN_FAILURES, open, seal } from "../secrets/envelope.ts";
 import type { SealedColumns } from "../secrets/reseal.ts";
 
@@ -188,27 +189,49 @@ export interface ApprovalSettings {
 }
 
 export interface ProjectWebhookSettings {
+  /** The threshold of every chain that has none of its own. */
   lowBalanceThresholdWei: bigint | null;
+  /** Chains with a threshold of their own (null: no alert on that chain), by chain id. */
+  lowBalanceThresholds: Map<number, bigint | null>;
   approval: ApprovalSettings | null;
+}
+
+/** The threshold that applies to one chain's tank: its own, else the project's. */
+export function thresholdOn(
+  settings: Omit<ProjectWebhookSettings, "approval">,
+  chainId: number,
+): bigint | null {
+  return settings.lowBalanceThresholds.has(chainId)
+    ? settings.lowBalanceThresholds.get(chainId)!
+    : settings.lowBalanceThresholdWei;
+}
+
+function thresholdsOf(json: Record<string, string | null> | null): Map<number, bigint | null> {
+  return new Map(
+    Object.entries(json ?? {}).map(([chain, v]) => [Number(chain), v === null ? null : BigInt(v)]),
+  );
 }
 
 export async function readSettings(db: Queryable, projectId: string): Promise<ProjectWebhookSettings> {
   const rows = await db.query<{
     threshold: string | null;
+    thresholds: Record<string, string | null>;
     url: string | null;
     secret: string | null;
     timeout_ms: number;
     fail_mode: FailMode;
   }>(
-    `SELECT low_balance_threshold::text AS threshold, approval_url AS url, approval_secret AS secret,
+    `SELECT low_balance_threshold::text AS threshold, low_balance_thresholds AS thresholds,
+       approval_url AS url, approval_secret AS secret,
        approval_timeout_ms AS timeout_ms, approval_fail_mode AS fail_mode
      FROM project_webhook_settings WHERE project_id = $1`,
     [projectId],
   );
   const r = rows[0];
-  if (!r) return { lowBalanceThresholdWei: null, approval: null };
+  if (!r) return { lowBalanceThresholdWei: null, lowBalanceThresholds: new Map(), approval: null };
   return {
     lowBalanceThresholdWei: r.threshold === null ? null : BigInt(r.threshold),
+    lowBalanceThresholds: thresholdsOf(r.thresholds),
     approval:
       r.url && r.secret
         ? { url: r.url, sealedSecret: r.secret, timeoutMs: r.timeout_ms, failMode: r.fail_mode }
@@ -255,34 +278,47 @@ export async function deleteApproval(db: Queryable, projectId: string): Promise<
 }
 
 /**
- * Sets the low-balance threshold (null: none). When the balance is below the new threshold but was
- * not below the old one, this is a crossing too: `balance.low` is emitted in the same transaction.
+ * Sets the low-balance threshold (null: none): one chain's own when `chainId` is given, else the
+ * project's, which every chain without its own follows. A tank now below its threshold that was
+ * not below it before is a crossing too: `balance.low` is emitted for it in the same transaction.
  */
 export async function putLowBalanceThreshold(
   tx: Queryable,
   projectId: string,
   thresholdWei: bigint | null,
+  chainId?: number,
 ): Promise<void> {
-  const [project] = await tx.query<{ balance: string; chain: number; old: string | null }>(
-    `SELECT p.gas_tank_balance::text AS balance, p.home_chain_id AS chain, s.low_balance_threshold::text AS old
-     FROM projects p LEFT JOIN project_webhook_settings s ON s.project_id = p.id
-     WHERE p.id = $1 FOR UPDATE OF p`,
-    [projectId],
-  );
-  await tx.query(
-    `INSERT INTO project_webhook_settings AS s (project_id, low_balance_threshold) VALUES ($1, $2)
-     ON CONFLICT (project_id) DO UPDATE SET low_balance_threshold = EXCLUDED.low_balance_threshold, updated_at = now()`,
-    [projectId, thresholdWei?.toString() ?? null],
-  );
-  if (!project || thresholdWei === null) return;
-  const balance = BigInt(project.balance);
-  const wasBelow = project.old !== null && balance < BigInt(project.old);
-  if (balance < thresholdWei && !wasBelow) {
+  // The project's row first, as every writer of its tanks does.
+  const locked = await tx.query("SELECT 1 FROM projects WHERE id = $1 FOR UPDATE", [projectId]);
+  if (locked.length === 0) return;
+  const before = await readSettings(tx, projectId);
+  const value = thresholdWei?.toString() ?? null;
+  if (chainId === undefined) {
     await tx.query(
-      `SELECT emit_event($1, 'balance.low',
-         jsonb_build_object('chainId', $4::integer, 'balance', $2::text, 'threshold', $3::text))
-       WHERE webhook_subscribed($1, 'balance.low')`,
-      [projectId, balance.toString(), thresholdWei.toString(), project.chain],
+      `INSERT INTO project_webhook_settings AS s (project_id, low_balance_threshold) VALUES ($1, $2)
+       ON CONFLICT (project_id) DO UPDATE SET low_balance_threshold = EXCLUDED.low_balance_threshold, updated_at = now()`,
+      [projectId, value],
     );
+  } else {
+    await tx.query(
+      `INSERT INTO project_webhook_settings AS s (project_id, low_balance_thresholds)
+         VALUES ($1, jsonb_build_object($2::text, $3::text))
+       ON CONFLICT (project_id) DO UPDATE SET
+         low_balance_thresholds = s.low_balance_thresholds || jsonb_build_object($2::text, $3::text), updated_at = now()`,
+      [projectId, String(chainId), value],
+    );
+  }
+  const after = await readSettings(tx, projectId);
+  for (const tank of await projectTanks(tx, projectId)) {
+    const [old, now] = [thresholdOn(before, tank.chainId), thresholdOn(after, tank.chainId)];
+    const wasBelow = old !== null && tank.balanceWei < old;
+    if (now !== null && tank.balanceWei < now && !wasBelow) {
+      await tx.query(
+        `SELECT emit_event($1, 'balance.low',
+           jsonb_build_object('chainId', $4::integer, 'balance', $2::text, 'threshold', $3::text))
+         WHERE webhook_subscribed($1, 'balance.low')`,
+        [projectId, tank.balanceWei.toString(), now.toString(), tank.chainId],
+      );
+    }
   }
 }

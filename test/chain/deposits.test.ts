@@ -10,12 +10,12 @@ import { after, before, describe, test } from "node:test";
 import { type Address, getAddress, type Hex, parseEther } from "viem";
 import { createChainClient } from "../../src/chains/rpc.ts";
 import { createChainWatchers } from "../../src/chains/watchers.ts";
-import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
+import type { DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { createMetrics } from "../../src/metrics/metrics.ts";
 import { seedProject, startTestApp, type TestApp } from "../support/app.ts";
 import { type DevChain, startChain } from "../support/chain/anvil.ts";
 import { localArtifact, valueForwarderAbi } from "../support/chain/devnet.ts";
-import { balanceOf, type Project, watcherClient } from "../support/chain-service.ts";
+import { balanceOf, depositWatcherOn, type Project } from "../support/chain-service.ts";
 import { parseExposition } from "../support/prometheus.ts";
 
 const CONFIRMATIONS = 2;
@@ -41,14 +41,7 @@ after(async () => {
 });
 
 function watcher(overrides: Partial<Parameters<typeof depositWatcher>[0]> = {}): DepositWatcher {
-  return depositWatcher({
-    db: t.db,
-    client: watcherClient(chain),
-    chainId: chain.chainId,
-    confirmations: CONFIRMATIONS,
-    startBlock: 0n,
-    ...overrides,
-  });
+  return depositWatcherOn(t, chain, CONFIRMATIONS, overrides);
 }
 
 const sender = () => chain.wallets[2]!;

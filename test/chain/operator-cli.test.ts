@@ -444,6 +444,32 @@ describe("refusals before anything is sent", () => {
     }
   });
 
+  test("--chain addresses another chain the service serves: its RPC, its EntryPoint, amounts in its currency", async () => {
+    const other = await startChain({ chainId: 31337 });
+    try {
+      // The same deployer, the same nonces: the paymaster has the v0.7 stack's address there too.
+      const otherStack = await deployStack(other, { signer: serviceSigner });
+      const env = {
+        CHAINS: "14601,31337",
+        CHAIN_31337_NAME: "Local",
+        CHAIN_31337_RPC_URL: other.rpcUrl,
+        CHAIN_31337_CURRENCY_SYMBOL: "LOC",
+      };
+      const run = await inProcess(["check", "--chain", "31337", "--paymaster", otherStack.paymaster], env);
+      assert.equal(run.status, 0, run.stderr);
+      assert.match(
+        run.stdout,
+        new RegExp(`paymaster ${otherStack.paymaster} on chain 31337, EntryPoint v0\\.7`),
+      );
+      assert.match(run.stdout, /deposit [0-9.]+ LOC/);
+      assert.doesNotMatch(run.stdout, / S\b/);
+      // A chain the service does not serve is a command-line mistake, as with --chain-id.
+      assertOneLineError(await inProcess(["check", "--chain", "146"], env), 2, /146/);
+    } finally {
+      await other.stop();
+    }
+  });
+
   test("no output of any run contained the operator's key or the service's signer key", () => {
     assert.ok(printed.length > 20);
     for (const secret of [operatorKey, serviceKey] as Hex[]) {

@@ -22,12 +22,12 @@ import {
   StaleRangeError,
 } from "../../src/chains/applied-blocks.ts";
 import type { WatcherLog } from "../../src/chains/poll-loop.ts";
-import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
+import type { DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { parity } from "../../src/ledger/ledger.ts";
 import { createMetrics } from "../../src/metrics/metrics.ts";
 import { seedProject, startTestApp, type TestApp } from "../support/app.ts";
 import { type DevChain, startChain } from "../support/chain/anvil.ts";
-import { balanceOf, type Project, watcherClient } from "../support/chain-service.ts";
+import { balanceOf, depositWatcherOn, type Project, watcherClient } from "../support/chain-service.ts";
 import { parseExposition } from "../support/prometheus.ts";
 
 const CONFIRMATIONS = 1;
@@ -63,14 +63,7 @@ function recordingLog(): WatcherLog & { lines: LogLine[] } {
 }
 
 function watcher(overrides: Partial<Parameters<typeof depositWatcher>[0]> = {}): DepositWatcher {
-  return depositWatcher({
-    db: t.db,
-    client: watcherClient(chain),
-    chainId: chain.chainId,
-    confirmations: CONFIRMATIONS,
-    startBlock: 0n,
-    ...overrides,
-  });
+  return depositWatcherOn(t, chain, CONFIRMATIONS, overrides);
 }
 
 type Request = (args: { method: string; params: unknown[] }) => Promise<unknown>;

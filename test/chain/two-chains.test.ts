@@ -1,45 +1,76 @@
 /**
  * Two real chains at once (two anvil nodes, chain ids 14601 and 31337, currencies S and LOC),
- * each with its own deposit watcher (issue 23): a transfer credits the tank of the chain it was
- * made on and no other, an authorization on a chain whose tank is empty is 402 however full the
- * other tank is, and a reorganisation on one chain takes back only that chain's credit.
- * Parity holds per chain throughout.
+ * each with its own EntryPoint and paymaster, deposit watcher and settlement watcher (issue 23): a
+ * transfer credits the tank of the chain it was made on and no other, an authorization on a chain
+ * whose tank is empty is 402 however full the other tank is, and a reorganisation on one chain
+ * takes back only that chain's credit. Sponsored operations settle on the tank of the chain that
+ * paid for them, an authorization signed for one chain is refused by the same paymaster address
+ * on the other, a reorganised settlement is compensated on its own chain, and parity and chain
+ * parity hold per chain throughout.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { type Address, parseEther } from "viem";
-import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
+import { type Address, type Hex, parseEther, parseEventLogs } from "viem";
+import { entryPoint07Abi } from "viem/account-abstraction";
+import { privateKeyToAccount } from "viem/accounts";
+import type { DepositWatcher } from "../../src/funding/deposit-watcher.ts";
+import { creditDeposit } from "../../src/ledger/ledger.ts";
 import {
   authorizeMint,
   MINT_SELECTOR,
   MINT_TARGET,
   seedProject,
   startTestApp,
+  TEST_SIGNER_KEY,
   type TestApp,
 } from "../support/app.ts";
 import { type DevChain, startChain } from "../support/chain/anvil.ts";
-import { watcherClient } from "../support/chain-service.ts";
+import { type DevnetStack, deployStack } from "../support/chain/devnet.ts";
+import {
+  authorizedUserOp,
+  type ChainParity,
+  chainParity,
+  depositWatcherOn,
+  MINT_SELECTOR as GAME_MINT_SELECTOR,
+  gasFor,
+  mintCall,
+  paymasterDeposit,
+  settlementWatcherOn,
+  userOpWith,
+} from "../support/chain-service.ts";
+import { handleOps, randomAccount } from "../support/userop.ts";
 
 const CONFIRMATIONS = 2;
 const HOME = 14601;
 const OTHER = 31337;
 
+const OPERATOR = "operator@example.com";
+
 let home: DevChain;
 let other: DevChain;
+let stacks: Record<number, DevnetStack>;
 let t: TestApp;
 
 before(async () => {
   [home, other] = await Promise.all([startChain({ chainId: HOME }), startChain({ chainId: OTHER })]);
+  const signer = privateKeyToAccount(TEST_SIGNER_KEY).address;
+  const [homeStack, otherStack] = await Promise.all([
+    deployStack(home, { signer }),
+    deployStack(other, { signer }),
+  ]);
+  stacks = { [HOME]: homeStack, [OTHER]: otherStack };
   t = await startTestApp({
     env: {
       CHAINS: `${HOME},${OTHER}`,
       CHAIN_14601_RPC_URL: home.rpcUrl,
       CHAIN_14601_CONFIRMATIONS: String(CONFIRMATIONS),
+      CHAIN_14601_PAYMASTER_ADDRESS: homeStack.paymaster,
       CHAIN_31337_NAME: "Local",
       CHAIN_31337_RPC_URL: other.rpcUrl,
       CHAIN_31337_CURRENCY_SYMBOL: "LOC",
       CHAIN_31337_CONFIRMATIONS: String(CONFIRMATIONS),
-      CHAIN_31337_PAYMASTER_ADDRESS: `0x${"bb".repeat(20)}`,
+      CHAIN_31337_PAYMASTER_ADDRESS: otherStack.paymaster,
+      OPERATOR_EMAILS: OPERATOR,
     },
   });
 });
@@ -50,13 +81,7 @@ after(async () => {
 });
 
 function watcherOf(chain: DevChain): DepositWatcher {
-  return depositWatcher({
-    db: t.db,
-    client: watcherClient(chain),
-    chainId: chain.chainId,
-    confirmations: CONFIRMATIONS,
-    startBlock: 0n,
-  });
+  return depositWatcherOn(t, chain, CONFIRMATIONS);
 }
 
 async function pay(chain: DevChain, to: string, valueWei: bigint) {
@@ -162,4 +187,160 @@ describe("two chains, two tanks", () => {
 /** Replaces the chain's last `depth` blocks with as many empty ones (anvil's reorg). */
 async function reorganise(chain: DevChain, depth: number) {
   await chain.testClient.request({ method: "anvil_reorg" as never, params: [depth, []] as never });
+}
+
+describe("two chains, two EntryPoints", () => {
+  test("operations settle on the tank of the chain that paid; a chain's signature is refused on the other; a reorganised settlement is compensated on its own chain", async () => {
+    const p = await seedProject(t);
+    const chains: Record<number, DevChain> = { [HOME]: home, [OTHER]: other };
+    for (const chainId of [HOME, OTHER]) {
+      const allow = await t.request({
+        method: "POST",
+        url: `/projects/${p.projectId}/allowlist`,
+        token: p.ownerToken,
+        payload: {
+          targetContract: stacks[chainId]!.gameItems,
+          functionSelector: GAME_MINT_SELECTOR,
+          chainId,
+        },
+      });
+      assert.equal(allow.statusCode, 201, allow.body);
+      await creditDeposit(t.db, {
+        projectId: p.projectId,
+        chainId,
+        reference: `two:${chainId}:${p.projectId}`,
+        amountWei: parseEther("1"),
+      });
+    }
+    const watchers = Object.fromEntries(
+      [HOME, OTHER].map((chainId) => [
+        chainId,
+        settlementWatcherOn(
+          { chain: chains[chainId]!, stack: stacks[chainId]!, t },
+          { confirmations: CONFIRMATIONS, startBlock: 0n },
+        ),
+      ]),
+    );
+    const depositsBefore = {
+      [HOME]: await paymasterDeposit(home, stacks[HOME]!),
+      [OTHER]: await paymasterDeposit(other, stacks[OTHER]!),
+    };
+    const parityBefore = {
+      [HOME]: await chainParity(t, await t.token(OPERATOR), HOME),
+      [OTHER]: await chainParity(t, await t.token(OPERATOR), OTHER),
+    };
+
+    /** One sponsored mint on `chainId`, authorized for it and run by its EntryPoint. */
+    const mint = async (chainId: number) => {
+      const chain = chains[chainId]!;
+      const op = await authorizedUserOp(t, p, chain, stacks[chainId]!, randomAccount(), {
+        target: stacks[chainId]!.gameItems,
+        data: mintCall,
+      });
+      const receipt = await handleOps(chain.publicClient, chain.wallets[1]!, stacks[chainId]!.entryPoint, [
+        op.userOp,
+      ]);
+      await chain.testClient.mine({ blocks: CONFIRMATIONS });
+      const [event] = parseEventLogs({
+        abi: entryPoint07Abi,
+        logs: receipt.logs,
+        eventName: "UserOperationEvent",
+      });
+      assert.equal(event?.args.success, true);
+      return { authId: op.auth.authorizationId as Hex, cost: event!.args.actualGasCost, receipt };
+    };
+    const homeOp = await mint(HOME);
+    const otherOps = [await mint(OTHER), await mint(OTHER)];
+
+    // The paymaster has the same address on both chains (the same deployer, the same nonces):
+    // an authorization signed for the other chain does not pay on the home chain.
+    assert.equal(stacks[HOME]!.paymaster, stacks[OTHER]!.paymaster);
+    const signedForOther = await authorizedUserOp(t, p, other, stacks[OTHER]!, randomAccount(), {
+      target: stacks[OTHER]!.gameItems,
+      data: mintCall,
+    });
+    const replayed = await userOpWith(home, stacks[HOME]!, randomAccount(), {
+      target: stacks[HOME]!.gameItems,
+      data: mintCall,
+      paymasterAndData: signedForOther.auth.paymasterAndData as Hex,
+      gas: gasFor(signedForOther.auth),
+    });
+    await assert.rejects(
+      handleOps(home.publicClient, home.wallets[1]!, stacks[HOME]!.entryPoint, [replayed.userOp]),
+      /AA34|signature/i,
+    );
+    const openOnOther = BigInt(signedForOther.auth.maxGasCost);
+
+    for (const chainId of [HOME, OTHER]) await watchers[chainId]!.tick();
+    const spentOther = otherOps[0]!.cost + otherOps[1]!.cost;
+    assert.deepEqual(await tanks(p.projectId), {
+      [HOME]: parseEther("1") - homeOp.cost,
+      [OTHER]: parseEther("1") - spentOther - openOnOther,
+    });
+    // Each EntryPoint deposit fell by what its own chain charged, and each chain's parity saw it.
+    assert.equal(depositsBefore[HOME]! - (await paymasterDeposit(home, stacks[HOME]!)), homeOp.cost);
+    assert.equal(depositsBefore[OTHER]! - (await paymasterDeposit(other, stacks[OTHER]!)), spentOther);
+    for (const [chainId, paid, count] of [
+      [HOME, homeOp.cost, 1],
+      [OTHER, spentOther, 2],
+    ] as const) {
+      const report = await chainParity(t, await t.token(OPERATOR), chainId);
+      assert.equal(BigInt(report.paidOnChain) - BigInt(parityBefore[chainId]!.paidOnChain), paid);
+      assert.equal(BigInt(report.billed) - BigInt(parityBefore[chainId]!.billed), paid);
+      assert.equal(report.operations - parityBefore[chainId]!.operations, count);
+      assert.equal(report.unattributed, "0");
+      assert.equal(report.depositCovers, true);
+      assertSettlementInSync(report);
+    }
+    assert.deepEqual(await parityByChain(p.projectId), [
+      [HOME, true],
+      [OTHER, true],
+    ]);
+    // The studio's figures, per chain, from the real settlements.
+    for (const [chainId, n, cost] of [
+      [HOME, 1, homeOp.cost],
+      [OTHER, 2, spentOther],
+    ] as const) {
+      const res = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/analytics/overview?chainId=${chainId}`,
+        token: p.ownerToken,
+      });
+      assert.deepEqual([res.json().totalSponsored, res.json().totalGasSaved], [n, cost.toString()]);
+    }
+
+    // The other chain replaces the block of its last operation: that charge alone goes back, to
+    // the other chain's tank; the home chain's settlement stands.
+    const last = otherOps[1]!;
+    const depth = (await other.publicClient.getBlockNumber()) - last.receipt.blockNumber + 1n;
+    await reorganise(other, Number(depth));
+    const report = await watchers[OTHER]!.tick();
+    assert.equal(report.reorg?.compensated, 1);
+    assert.equal((await watchers[HOME]!.tick()).reorg ?? null, null);
+    assert.deepEqual(await tanks(p.projectId), {
+      [HOME]: parseEther("1") - homeOp.cost,
+      [OTHER]: parseEther("1") - otherOps[0]!.cost - openOnOther,
+    });
+    assert.deepEqual(await parityByChain(p.projectId), [
+      [HOME, true],
+      [OTHER, true],
+    ]);
+    const afterReorg = await chainParity(t, await t.token(OPERATOR), OTHER);
+    assert.equal(
+      BigInt(afterReorg.paidOnChain) - BigInt(parityBefore[OTHER]!.paidOnChain),
+      otherOps[0]!.cost,
+    );
+    assertSettlementInSync(afterReorg);
+  });
+});
+
+/**
+ * What the chain paid equals what was billed, on every EntryPoint of the chain. (The whole
+ * report's inSync also counts the first test's deposit reorganisation, whose shortfall stays.)
+ */
+function assertSettlementInSync(report: ChainParity) {
+  const entryPoints = (report as ChainParity & { entryPoints: { inSync: boolean }[] }).entryPoints;
+  assert.ok(entryPoints.length > 0);
+  for (const e of entryPoints) assert.equal(e.inSync, true, JSON.stringify(report));
+  assert.equal(report.paidOnChain, report.billed);
 }

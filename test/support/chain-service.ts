@@ -8,6 +8,7 @@ import { encodeFunctionData } from "viem";
 import { entryPoint07Abi, type PackedUserOperation } from "viem/account-abstraction";
 import { privateKeyToAccount } from "viem/accounts";
 import { createChainClient } from "../../src/chains/rpc.ts";
+import { type DepositWatcher, depositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { PAYMASTER_GAS_LIMITS } from "../../src/paymaster/gas.ts";
 import { type SettlementWatcher, settlementWatcher } from "../../src/settlement/watcher.ts";
 import { startTestApp, TEST_SIGNER_KEY, type TestApp, type TestAppOptions } from "./app.ts";
@@ -116,7 +117,15 @@ export function gasFor(auth: Authorization, limits: UserOpGas = devnetUserOpGas)
 export async function authorize(
   t: TestApp,
   p: Project,
-  body: { user: Address; target: Address; selector: Hex; estimatedGas?: bigint; initCode?: Hex },
+  body: {
+    user: Address;
+    target: Address;
+    selector: Hex;
+    estimatedGas?: bigint;
+    initCode?: Hex;
+    /** Default: the devnet's chain (14601). */
+    chainId?: number;
+  },
 ): Promise<Authorization> {
   const res = await t.request({
     method: "POST",
@@ -128,7 +137,7 @@ export async function authorize(
       target: body.target,
       selector: body.selector,
       estimatedGas: Number(body.estimatedGas ?? totalGas()),
-      chainId: DEVNET_CHAIN_ID,
+      chainId: body.chainId ?? DEVNET_CHAIN_ID,
       ...(body.initCode ? { initCode: body.initCode } : {}),
     },
   });
@@ -226,6 +235,7 @@ export async function authorizedUserOp(
   owner: LocalAccount,
   call: { target: Address; data: Hex; limits?: UserOpGas },
 ): Promise<{ auth: Authorization; userOp: PackedUserOperation; userOpHash: Hex; sender: Address }> {
+  const chainId = chain.chainId;
   const limits = call.limits ?? devnetUserOpGas;
   const { sender, deployed } = await accountOf(chain, stack, owner);
   const auth = await authorize(t, p, {
@@ -234,6 +244,7 @@ export async function authorizedUserOp(
     selector: call.data.slice(0, 10) as Hex,
     estimatedGas: totalGas(limits),
     initCode: deployed ? undefined : accountInitCode(stack.accountFactory, owner.address),
+    chainId,
   });
   const op = await userOpWith(chain, stack, owner, {
     target: call.target,
@@ -292,6 +303,26 @@ export async function startServiceOnChain(options: {
  * The service's settlement watcher for a test chain, driven by hand with tick(): the v0.7 pair's,
  * or with `version: "0.8"` the v0.8 pair's (its own cursor; releases only its own reservations).
  */
+/**
+ * A deposit watcher of `chain` writing to the test app's database, from block 0 with the given
+ * confirmation depth; `overrides` replace any of its settings.
+ */
+export function depositWatcherOn(
+  t: Pick<TestApp, "db">,
+  chain: DevChain,
+  confirmations: number,
+  overrides: Partial<Parameters<typeof depositWatcher>[0]> = {},
+): DepositWatcher {
+  return depositWatcher({
+    db: t.db,
+    client: watcherClient(chain),
+    chainId: chain.chainId,
+    confirmations,
+    startBlock: 0n,
+    ...overrides,
+  });
+}
+
 export function settlementWatcherOn(
   s: Pick<ServiceOnChain, "chain" | "stack" | "t">,
   options: { confirmations: number; startBlock: bigint; releaseMarginSec?: number; version?: "0.7" | "0.8" },

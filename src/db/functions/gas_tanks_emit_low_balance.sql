@@ -1,11 +1,14 @@
 -- balance.low for a project's tanks on its other chains (gas_tanks, migration 035), as
 -- projects_emit_low_balance.sql does for its home chain's: once per crossing from at-or-above the
--- project's threshold to below it, in that chain's smallest unit. Only decreases call the function.
+-- chain's threshold to below it, in that chain's smallest unit. Only decreases call the function.
 CREATE OR REPLACE FUNCTION gas_tanks_emit_low_balance() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   v_threshold numeric;
 BEGIN
-  SELECT low_balance_threshold INTO v_threshold FROM project_webhook_settings WHERE project_id = NEW.project_id;
+  -- The chain's own threshold when it has one (migration 040), else the project's.
+  SELECT CASE WHEN low_balance_thresholds ? NEW.chain_id::text
+    THEN (low_balance_thresholds ->> NEW.chain_id::text)::numeric ELSE low_balance_threshold END
+  INTO v_threshold FROM project_webhook_settings WHERE project_id = NEW.project_id;
   IF v_threshold IS NOT NULL AND OLD.balance >= v_threshold AND NEW.balance < v_threshold
       AND webhook_subscribed(NEW.project_id, 'balance.low') THEN
     PERFORM emit_event(NEW.project_id, 'balance.low', jsonb_build_object(

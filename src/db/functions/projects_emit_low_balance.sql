@@ -4,7 +4,10 @@ CREATE OR REPLACE FUNCTION projects_emit_low_balance() RETURNS trigger LANGUAGE 
 DECLARE
   v_threshold numeric;
 BEGIN
-  SELECT low_balance_threshold INTO v_threshold FROM project_webhook_settings WHERE project_id = NEW.id;
+  -- The home chain's own threshold when it has one (migration 040), else the project's.
+  SELECT CASE WHEN low_balance_thresholds ? NEW.home_chain_id::text
+    THEN (low_balance_thresholds ->> NEW.home_chain_id::text)::numeric ELSE low_balance_threshold END
+  INTO v_threshold FROM project_webhook_settings WHERE project_id = NEW.id;
   IF v_threshold IS NOT NULL AND OLD.gas_tank_balance >= v_threshold AND NEW.gas_tank_balance < v_threshold
       AND webhook_subscribed(NEW.id, 'balance.low') THEN
     PERFORM emit_event(NEW.id, 'balance.low', jsonb_build_object(

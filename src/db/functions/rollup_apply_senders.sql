@@ -9,20 +9,20 @@ BEGIN
   END IF;
   -- The caller holds every touched project's row lock, so nothing moves these rows meanwhile.
   v_before := ARRAY(
-    SELECT ROW(r.project_id, r.sender, r.last_settled_at)::rollup_sender_latest
+    SELECT ROW(r.project_id, r.sender, r.last_settled_at, r.chain_id)::rollup_sender_latest
     FROM rollup_project_senders r
-    WHERE (r.project_id, r.sender) IN (
-      SELECT d.project_id, d.sender FROM unnest(p_rows) d WHERE d.status IN ('success', 'reverted')));
+    WHERE (r.project_id, r.chain_id, r.sender) IN (
+      SELECT d.project_id, d.chain_id, d.sender FROM unnest(p_rows) d WHERE d.status IN ('success', 'reverted')));
 
   -- Per sender: settled operations, their cost, and the latest settled time, which a new settled
   -- operation can only move forward. A sender that only lost operations gets its latest time
   -- read again below.
-  INSERT INTO rollup_project_senders AS t (project_id, sender, last_settled_at, operations, cost_wei)
-    SELECT d.project_id, d.sender, COALESCE(max(d.settled_at) FILTER (WHERE d.sign > 0), '-infinity'),
+  INSERT INTO rollup_project_senders AS t (project_id, chain_id, sender, last_settled_at, operations, cost_wei)
+    SELECT d.project_id, d.chain_id, d.sender, COALESCE(max(d.settled_at) FILTER (WHERE d.sign > 0), '-infinity'),
       sum(d.sign), sum(d.sign * d.actual_gas_cost)
     FROM unnest(p_rows) d WHERE d.status IN ('success', 'reverted')
-    GROUP BY d.project_id, d.sender ORDER BY d.project_id, d.sender
-  ON CONFLICT (project_id, sender) DO UPDATE SET
+    GROUP BY d.project_id, d.chain_id, d.sender ORDER BY d.project_id, d.chain_id, d.sender
+  ON CONFLICT (project_id, chain_id, sender) DO UPDATE SET
     last_settled_at = GREATEST(t.last_settled_at, EXCLUDED.last_settled_at),
     operations = t.operations + EXCLUDED.operations,
     cost_wei = t.cost_wei + EXCLUDED.cost_wei;
@@ -30,43 +30,45 @@ BEGIN
   -- Per sender and day; a day's distinct senders change when a sender's count there leaves or
   -- reaches 0.
   WITH d AS (
-    SELECT d.project_id, (d.settled_at AT TIME ZONE 'UTC')::date AS day, d.sender, sum(d.sign)::bigint AS n
+    SELECT d.project_id, d.chain_id, (d.settled_at AT TIME ZONE 'UTC')::date AS day, d.sender,
+      sum(d.sign)::bigint AS n
     FROM unnest(p_rows) d WHERE d.status IN ('success', 'reverted') AND d.settled_at IS NOT NULL
-    GROUP BY 1, 2, 3 HAVING sum(d.sign) <> 0
+    GROUP BY 1, 2, 3, 4 HAVING sum(d.sign) <> 0
   ), u AS (
-    INSERT INTO rollup_project_sender_days AS t (project_id, day, sender, operations)
-      SELECT project_id, day, sender, n FROM d ORDER BY project_id, day, sender
-    ON CONFLICT (project_id, day, sender) DO UPDATE SET operations = t.operations + EXCLUDED.operations
-    RETURNING t.project_id, t.day, t.sender, t.operations
+    INSERT INTO rollup_project_sender_days AS t (project_id, chain_id, day, sender, operations)
+      SELECT project_id, chain_id, day, sender, n FROM d ORDER BY project_id, chain_id, day, sender
+    ON CONFLICT (project_id, chain_id, day, sender) DO UPDATE SET operations = t.operations + EXCLUDED.operations
+    RETURNING t.project_id, t.chain_id, t.day, t.sender, t.operations
   )
-  INSERT INTO rollup_project_days AS t (project_id, day, active_senders)
-    SELECT u.project_id, u.day, sum((u.operations > 0)::int - (u.operations - d.n > 0)::int)
-    FROM u JOIN d ON d.project_id = u.project_id AND d.day = u.day AND d.sender = u.sender
-    GROUP BY u.project_id, u.day
+  INSERT INTO rollup_project_days AS t (project_id, chain_id, day, active_senders)
+    SELECT u.project_id, u.chain_id, u.day, sum((u.operations > 0)::int - (u.operations - d.n > 0)::int)
+    FROM u JOIN d ON d.project_id = u.project_id AND d.chain_id = u.chain_id AND d.day = u.day
+      AND d.sender = u.sender
+    GROUP BY u.project_id, u.chain_id, u.day
     HAVING sum((u.operations > 0)::int - (u.operations - d.n > 0)::int) <> 0
-    ORDER BY u.project_id, u.day
-  ON CONFLICT (project_id, day) DO UPDATE SET active_senders = t.active_senders + EXCLUDED.active_senders;
+    ORDER BY u.project_id, u.chain_id, u.day
+  ON CONFLICT (project_id, chain_id, day) DO UPDATE SET active_senders = t.active_senders + EXCLUDED.active_senders;
 
   -- A reversal: the touched senders' latest times are read again from their own operations
   -- (rare, and bounded by those senders), and emptied rows go.
   IF EXISTS (SELECT 1 FROM unnest(p_rows) d WHERE d.sign < 0 AND d.status IN ('success', 'reverted')) THEN
     PERFORM rollup_refresh_senders(p_rows);
     DELETE FROM rollup_project_sender_days r
-    WHERE r.operations = 0 AND (r.project_id, r.sender) IN (
-      SELECT d.project_id, d.sender FROM unnest(p_rows) d WHERE d.sign < 0 AND d.status IN ('success', 'reverted'));
+    WHERE r.operations = 0 AND (r.project_id, r.chain_id, r.sender) IN (
+      SELECT d.project_id, d.chain_id, d.sender FROM unnest(p_rows) d WHERE d.sign < 0 AND d.status IN ('success', 'reverted'));
   END IF;
 
   -- Each touched sender leaves the day of its latest settled operation before, and joins the one
   -- after (the same day when nothing moved, which cancels out).
-  INSERT INTO rollup_project_days AS t (project_id, day, latest_senders)
-    SELECT m.project_id, m.day, sum(m.n) FROM (
-      SELECT b.project_id, (b.at AT TIME ZONE 'UTC')::date AS day, -1 AS n FROM unnest(v_before) b
+  INSERT INTO rollup_project_days AS t (project_id, chain_id, day, latest_senders)
+    SELECT m.project_id, m.chain_id, m.day, sum(m.n) FROM (
+      SELECT b.project_id, b.chain_id, (b.at AT TIME ZONE 'UTC')::date AS day, -1 AS n FROM unnest(v_before) b
       UNION ALL
-      SELECT r.project_id, (r.last_settled_at AT TIME ZONE 'UTC')::date, 1
+      SELECT r.project_id, r.chain_id, (r.last_settled_at AT TIME ZONE 'UTC')::date, 1
       FROM rollup_project_senders r
-      WHERE (r.project_id, r.sender) IN (
-        SELECT d.project_id, d.sender FROM unnest(p_rows) d WHERE d.status IN ('success', 'reverted'))
+      WHERE (r.project_id, r.chain_id, r.sender) IN (
+        SELECT d.project_id, d.chain_id, d.sender FROM unnest(p_rows) d WHERE d.status IN ('success', 'reverted'))
     ) m
-    GROUP BY m.project_id, m.day HAVING sum(m.n) <> 0 ORDER BY m.project_id, m.day
-  ON CONFLICT (project_id, day) DO UPDATE SET latest_senders = t.latest_senders + EXCLUDED.latest_senders;
+    GROUP BY m.project_id, m.chain_id, m.day HAVING sum(m.n) <> 0 ORDER BY m.project_id, m.chain_id, m.day
+  ON CONFLICT (project_id, chain_id, day) DO UPDATE SET latest_senders = t.latest_senders + EXCLUDED.latest_senders;
 END $$;

@@ -2,7 +2,7 @@
 CREATE OR REPLACE FUNCTION rollup_sponsorships_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM rollup_apply(ARRAY(SELECT ROW(-1, o.project_id, o.status, o.created_at, o.settled_at, o.sender,
-      o.target, o.actual_gas, o.actual_gas_cost)::rollup_delta FROM old_rows o));
+      o.target, o.actual_gas, o.actual_gas_cost, o.chain_id)::rollup_delta FROM old_rows o));
   RETURN NULL;
 END $$;
 
