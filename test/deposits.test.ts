@@ -89,11 +89,23 @@ describe("GET /projects/:id/deposits", () => {
     );
   });
 
-  it("lists a credit made without a chain transfer with null chain fields", async () => {
+  it("lists a credit made without a chain transfer with no transfer fields, on the tank it credited", async () => {
     const p = await seedProject(t);
     await creditDeposit(t.db, { projectId: p.projectId, reference: `top-up:${p.projectId}`, amountWei: 42n });
-    const [d] = (await list(p)).json().deposits;
-    assert.deepEqual([d.chain_id, d.tx_hash, d.block_number, d.amount], [null, null, null, "42"]);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      chainId: 31337,
+      reference: `top-up-2:${p.projectId}`,
+      amountWei: 43n,
+    });
+    const deposits = (await list(p)).json().deposits as Record<string, unknown>[];
+    assert.deepEqual(
+      deposits.map((d) => [d.chain_id, d.tx_hash, d.block_number, d.amount]),
+      [
+        [31337, null, null, "43"],
+        [14601, null, null, "42"],
+      ],
+    );
   });
 
   it("never shows another project's deposits, and answers another tenant 404", async () => {

@@ -19,8 +19,8 @@ const FundingAccount = Type.Object(
 const Deposit = Type.Object(
   {
     id: Type.Integer({ description: "The credit's ledger entry id" }),
-    chain_id: Type.Union([Type.Integer(), Type.Null()], {
-      description: "Chain of the transfer; null for a credit that came from no watched transfer",
+    chain_id: Type.Integer({
+      description: "The chain whose tank the credit went to, the chain of the transfer when it came from one",
     }),
     tx_hash: Type.Union([Type.String({ pattern: "^0x[0-9a-f]{64}$" }), Type.Null()]),
     block_number: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {

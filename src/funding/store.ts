@@ -255,7 +255,7 @@ export async function orphanedDepositTotals(
 
 export interface DepositRecord {
   id: number;
-  chain_id: number | null;
+  chain_id: number;
   tx_hash: string | null;
   block_number: number | null;
   amount: string;
@@ -288,6 +288,7 @@ const WATCHED_REFERENCE = /^([0-9]{1,10}):(0x[0-9a-f]{64}):/;
 
 interface DepositRow {
   id: string;
+  chain_id: number;
   reference: string;
   amount: string;
   created_at: Date;
@@ -303,7 +304,7 @@ export async function listDeposits(
   page: { limit: number; afterId: number | null },
 ): Promise<DepositsPage> {
   const rows = await q.query<DepositRow>(
-    `SELECT l.id, l.reference, l.amount::text AS amount, l.created_at,
+    `SELECT l.id, l.chain_id, l.reference, l.amount::text AS amount, l.created_at,
        d.block_number::text AS block_number, d.orphaned_at, d.reversed::text AS reversed
      FROM ledger_entries l LEFT JOIN chain_deposits d ON d.reference = l.reference
      WHERE l.project_id = $1 AND l.kind = 'deposit' AND ($2::bigint IS NULL OR l.id < $2::bigint)
@@ -322,7 +323,8 @@ function toDeposit(r: DepositRow): DepositRecord {
   const watched = WATCHED_REFERENCE.exec(r.reference);
   return {
     id: Number(r.id),
-    chain_id: watched ? Number(watched[1]) : null,
+    // The tank the credit went to (every entry names its chain, migration 035).
+    chain_id: r.chain_id,
     tx_hash: watched ? watched[2]! : null,
     block_number: r.block_number === null ? null : Number(r.block_number),
     amount: r.amount,

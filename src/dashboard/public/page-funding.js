@@ -136,11 +136,11 @@ function depositHistory(ctx, firstPage) {
         "Deposits credited to the gas tank, newest first",
         ["Credited", "Chain", "Transaction", "Block", "Amount", "Status"],
         rows.map((d) => {
-          // A deposit credited without a chain (by hand) went to the home chain's tank.
-          const currency = ctx.currencyOf(d.chain_id ?? ctx.homeChainId);
+          // Every credit names the tank it went to, a credit made by hand too.
+          const currency = ctx.currencyOf(d.chain_id);
           return [
             time(d.credited_at),
-            d.chain_id === null ? h("span", { class: "muted" }, "not on chain") : String(d.chain_id),
+            String(d.chain_id),
             hex(d.tx_hash),
             d.block_number === null ? h("span", { class: "muted" }, "—") : String(d.block_number),
             money(d.amount, currency),
