@@ -667,10 +667,20 @@ describe("a project's home chain", () => {
       [balance.json().chainId, balance.json().balance, balance.json().currency],
       [OTHER, "77", "LOC"],
     );
-    assert.equal(
-      (await t.request({ method: "GET", url: `/projects/${project.id}`, token: owner })).json()
-        .gas_tank_balance,
-      "77",
+    const read = (await t.request({ method: "GET", url: `/projects/${project.id}`, token: owner })).json();
+    assert.equal(read.gas_tank_balance, "77");
+    // The project's answer lists every tank, the home chain's first, as the balance does.
+    assert.deepEqual(read.chains, balance.json().chains);
+    assert.deepEqual(
+      read.chains.map((c: { chainId: number; balance: string; currency: string }) => [
+        c.chainId,
+        c.balance,
+        c.currency,
+      ]),
+      [
+        [OTHER, "77", "LOC"],
+        [HOME, "0", "S"],
+      ],
     );
     const overview = await t.request({
       method: "GET",

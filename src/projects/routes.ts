@@ -29,6 +29,13 @@ const UnknownAccountsSchema = Type.Union([Type.Literal("refuse"), Type.Literal("
     "Senders whose code is not a known account implementation: `refuse` (default) answers 403 account_not_supported; `caps_only` sponsors them with no code bound, so only the authorization's cost ceilings (estimatedGas, fee ceilings, the caps and policies) bound them and the allowlist binds only the callData's selector, not what the account really calls",
 });
 
+const ChainBalance = Type.Object({
+  chainId: Type.Integer(),
+  balance: Wei,
+  balanceFormatted: Type.String({ description: "Exact decimal amount in the chain's native currency" }),
+  currency: Type.String(),
+});
+
 const Project = Type.Object(
   {
     id: Type.String(),
@@ -48,16 +55,15 @@ const Project = Type.Object(
     }),
     unknown_accounts: UnknownAccountsSchema,
     created_at: Timestamp,
+    chains: Type.Optional(
+      Type.Array(ChainBalance, {
+        description: "GET /projects/:id: the project's tank on every chain served here, the home chain first",
+      }),
+    ),
   },
   { $id: "Project" },
 );
 
-const ChainBalance = Type.Object({
-  chainId: Type.Integer(),
-  balance: Wei,
-  balanceFormatted: Type.String({ description: "Exact decimal amount in the chain's native currency" }),
-  currency: Type.String(),
-});
 const Balance = Type.Object({
   balance: Wei,
   balanceFormatted: Type.String({ description: "Exact decimal amount in the native token" }),
@@ -75,6 +81,25 @@ const OwnerRef = Type.String({ minLength: 1, maxLength: 64, description: "Organi
 export const projectRoutes: RoutePlugin = async (app, { services }) => {
   const { db } = services;
   const tags = ["projects"];
+
+  /**
+   * The project's tank on its home chain (shown even when no longer served, in the first served
+   * chain's currency, as before chains had tanks), then on every other chain served here.
+   */
+  const tanksOf = async (projectId: string, home: number) => {
+    const { chains } = services.config;
+    const held = new Map((await projectTanks(db, projectId)).map((t) => [t.chainId, t.balanceWei]));
+    const homeChain = chains.find((c) => c.chainId === home) ?? { ...chains[0]!, chainId: home };
+    return [homeChain, ...chains.filter((c) => c.chainId !== home)].map((c) => {
+      const balance = held.get(c.chainId) ?? 0n;
+      return {
+        chainId: c.chainId,
+        balance: balance.toString(),
+        balanceFormatted: formatUnits(balance, c.nativeCurrency.decimals),
+        currency: c.nativeCurrency.symbol,
+      };
+    });
+  };
 
   app.post(
     "/projects",
@@ -154,7 +179,9 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
     { schema: { tags, security: bearer, params: ProjectParams, response: responses({ 200: Project }) } },
     async (request) => {
       await authorizeProject(db, request, request.params.id, "project:read");
-      return (await getProject(db, request.params.id)) ?? Promise.reject(notFound("project"));
+      const project = await getProject(db, request.params.id);
+      if (!project) throw notFound("project");
+      return { ...project, chains: await tanksOf(project.id, project.home_chain_id) };
     },
   );
 
@@ -234,21 +261,9 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
       if (!project) throw notFound("project");
       const home = project.home_chain_id;
       const chainId = request.query.chainId ?? home;
-      const { chains } = services.config;
-      if (chainId !== home && !chains.some((c) => c.chainId === chainId)) throw notFound("chain");
-      const held = new Map((await projectTanks(db, project.id)).map((t) => [t.chainId, t.balanceWei]));
-      // The home chain first (shown even when no longer served, in the first served chain's
-      // currency, as before chains had tanks), then every other chain served here.
-      const homeChain = chains.find((c) => c.chainId === home) ?? { ...chains[0]!, chainId: home };
-      const shown = [homeChain, ...chains.filter((c) => c.chainId !== home)].map((c) => {
-        const balance = held.get(c.chainId) ?? 0n;
-        return {
-          chainId: c.chainId,
-          balance: balance.toString(),
-          balanceFormatted: formatUnits(balance, c.nativeCurrency.decimals),
-          currency: c.nativeCurrency.symbol,
-        };
-      });
+      if (chainId !== home && !services.config.chains.some((c) => c.chainId === chainId))
+        throw notFound("chain");
+      const shown = await tanksOf(project.id, home);
       const { chainId: _, ...top } = shown.find((c) => c.chainId === chainId)!;
       return { ...top, chainId, chains: shown };
     },
