@@ -28,7 +28,33 @@ before(async () => {
   b = await startTestApp({ db: store, rateLimitPrefix: prefix, env });
   await waitRedisReady(a);
   await waitRedisReady(b);
+  await warmEveryMaster();
 });
+
+/**
+ * One counted request from each instance to every master, before anything is measured: a
+ * client's first command to a node also opens its connection, which on a loaded machine can
+ * outlast the 500 ms command bound and send that batch to memory (a CI run counted 40 of 60
+ * instead of 20 so). Keys of throwaway projects are taken until every master holds one.
+ */
+async function warmEveryMaster() {
+  const warmed = new Set<number>();
+  for (let i = 0; i < 40 && warmed.size < 3; i++) {
+    const p = await seedProject(a, { rateLimit: 1_000_000, scopes: ["read"] });
+    const master = await cluster.masterOf(counterKey(prefix, await keyIdOf(store.db, p.projectId)));
+    if (warmed.has(master.port)) continue;
+    for (const app of [a, b]) {
+      const res = await app.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/balance`,
+        token: p.apiKey,
+      });
+      assert.equal(res.statusCode, 200, res.body);
+    }
+    warmed.add(master.port);
+  }
+  assert.equal(warmed.size, 3, "every master holds a warmed key");
+}
 after(async () => {
   await b?.close();
   await a?.close();
