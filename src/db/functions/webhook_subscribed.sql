@@ -1,6 +1,7 @@
--- Whether an enabled endpoint of the project wants events of this type ('*' = every type).
+-- Whether an enabled endpoint of the project wants events of this type ('*' = every type): the
+-- one-project case of webhook_subscribed_any.sql, which holds the rule.
 CREATE OR REPLACE FUNCTION webhook_subscribed(p_project text, p_type text) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-  SELECT EXISTS (SELECT 1 FROM webhook_endpoints e
-    WHERE e.project_id = p_project AND e.enabled AND (p_type = ANY (e.event_types) OR '*' = ANY (e.event_types)));
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN webhook_subscribed_any(ARRAY[p_project], p_type);
+END $$;
