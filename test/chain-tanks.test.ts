@@ -8,9 +8,12 @@ import {
   fundedProject,
   MINT_SELECTOR,
   MINT_TARGET,
+  OTHER_CHAIN,
+  OTHER_PAYMASTER,
   paidOperation,
   startTestApp,
   type TestApp,
+  twoChainsEnv,
 } from "./support/app.ts";
 
 /**
@@ -20,20 +23,11 @@ import {
  * checkpoints hold per chain. The home chain (14601) answers every response as before.
  */
 const HOME = 14601;
-const OTHER = 31337;
-const OTHER_PAYMASTER = "0x00000000000000000000000000000000000000bb";
+const OTHER = OTHER_CHAIN;
 
 let t: TestApp;
 before(async () => {
-  t = await startTestApp({
-    env: {
-      CHAINS: `${HOME},${OTHER}`,
-      CHAIN_31337_NAME: "Local",
-      CHAIN_31337_RPC_URL: "http://127.0.0.1:9",
-      CHAIN_31337_CURRENCY_SYMBOL: "LOC",
-      CHAIN_31337_PAYMASTER_ADDRESS: OTHER_PAYMASTER,
-    },
-  });
+  t = await startTestApp({ env: twoChainsEnv() });
 });
 after(() => t.close());
 

@@ -18,16 +18,18 @@ import {
   fundedProject,
   MINT_SELECTOR,
   MINT_TARGET,
+  OTHER_CHAIN,
+  OTHER_PAYMASTER,
   startTestApp,
   TEST_PAYMASTER,
   type TestApp,
+  twoChainsEnv,
 } from "./support/app.ts";
 import { assertNoAxeViolations, LAPTOP_WIDTH, PHONE_WIDTH } from "./support/axe.ts";
 import { type Browser, CHROMIUM, launchBrowser, openPage, screenshot, signIn } from "./support/dashboard.ts";
 
 const HOME = 14601;
-const OTHER = 31337;
-const OTHER_PAYMASTER = "0x00000000000000000000000000000000000000bb";
+const OTHER = OTHER_CHAIN;
 const PAYMASTERS: Record<number, string> = { [HOME]: TEST_PAYMASTER, [OTHER]: OTHER_PAYMASTER };
 const STUDIO = "chains-studio@example.com";
 const PROJECT_ID = "two-chains";
@@ -119,14 +121,8 @@ async function depositOn(chainId: number, token: string, amountWei: bigint): Pro
 before(async () => {
   assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does)`);
   t = await startTestApp({
-    env: {
-      CHAINS: `${HOME},${OTHER}`,
-      CHAIN_31337_NAME: "Local",
-      CHAIN_31337_RPC_URL: "http://127.0.0.1:9",
-      CHAIN_31337_CURRENCY_SYMBOL: "LOC",
-      CHAIN_31337_CURRENCY_DECIMALS: "6",
-      CHAIN_31337_PAYMASTER_ADDRESS: OTHER_PAYMASTER,
-    },
+    // Six decimals: an amount formatted with the other chain's decimals is visibly wrong.
+    env: twoChainsEnv({ CHAIN_31337_CURRENCY_DECIMALS: "6" }),
   });
   baseUrl = await t.app.listen({ port: 0, host: "127.0.0.1" });
   // Home tank: 4 S in, 1 S spent, 0.5 S held by a pending authorization: 2.5 S left.

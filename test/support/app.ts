@@ -29,6 +29,25 @@ import { responseValidator } from "./openapi.ts";
 
 /** A fixed paymaster address for tests that sign but never go on chain. */
 export const TEST_PAYMASTER = "0x00000000000000000000000000000000000000aa";
+
+/** The second chain of the tests of money per chain: "Local", paid in LOC, its paymaster this address. */
+export const OTHER_CHAIN = 31337;
+export const OTHER_PAYMASTER = "0x00000000000000000000000000000000000000bb";
+
+/**
+ * Settings serving 14601 and OTHER_CHAIN, with no node behind the second (its RPC refuses), for
+ * tests that move money through the ledger; `extra` adds or replaces settings.
+ */
+export function twoChainsEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    CHAINS: `14601,${OTHER_CHAIN}`,
+    [`CHAIN_${OTHER_CHAIN}_NAME`]: "Local",
+    [`CHAIN_${OTHER_CHAIN}_RPC_URL`]: "http://127.0.0.1:9",
+    [`CHAIN_${OTHER_CHAIN}_CURRENCY_SYMBOL`]: "LOC",
+    [`CHAIN_${OTHER_CHAIN}_PAYMASTER_ADDRESS`]: OTHER_PAYMASTER,
+    ...extra,
+  };
+}
 export const TEST_SIGNER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 /** One secrets key for every test app, so that apps sharing a store open each other's secrets. */
 export const TEST_SECRETS_KEY = "dGVzdCBrZXkgb2YgdGhlIHNlY3JldHMgYXQgcmVzdCE";
