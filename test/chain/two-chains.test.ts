@@ -249,6 +249,14 @@ describe("two chains, two EntryPoints", () => {
       assert.equal(event?.args.success, true);
       return { authId: op.auth.authorizationId as Hex, cost: event!.args.actualGasCost, receipt };
     };
+    // An endpoint for every event: each payload names its chain.
+    const hook = await t.request({
+      method: "POST",
+      url: `/projects/${p.projectId}/webhooks`,
+      token: p.ownerToken,
+      payload: { url: "https://hooks.example.com/all", eventTypes: ["*"] },
+    });
+    assert.equal(hook.statusCode, 201, hook.body);
     const homeOp = await mint(HOME);
     const otherOps = [await mint(OTHER), await mint(OTHER)];
 
@@ -296,6 +304,36 @@ describe("two chains, two EntryPoints", () => {
       [HOME, true],
       [OTHER, true],
     ]);
+    // Every settlement's event names the chain that paid, with that chain's cost.
+    const settledEvents = await t.db.query<{ chain: number; cost: string }>(
+      `SELECT (payload ->> 'chainId')::int AS chain, payload ->> 'actualGasCost' AS cost FROM event_outbox
+       WHERE project_id = $1 AND type = 'sponsorship.settled' ORDER BY id`,
+      [p.projectId],
+    );
+    assert.deepEqual(
+      settledEvents.map((e) => [e.chain, e.cost]),
+      [
+        [HOME, homeOp.cost.toString()],
+        [OTHER, otherOps[0]!.cost.toString()],
+        [OTHER, otherOps[1]!.cost.toString()],
+      ],
+    );
+    const unnamed = await t.db.query(
+      "SELECT type FROM event_outbox WHERE project_id = $1 AND NOT payload ? 'chainId'",
+      [p.projectId],
+    );
+    assert.deepEqual(unnamed, []);
+    // Parity in total: the organization's report counts both tanks of the project, in sync.
+    const org = await t.request({
+      method: "GET",
+      url: `/orgs/${p.orgId}/funds/parity`,
+      token: p.ownerToken,
+    });
+    assert.equal(org.statusCode, 200, org.body);
+    const mine = (
+      org.json().projects as { projectId: string; inSync: boolean; chains: { chainId: number }[] }[]
+    ).find((x) => x.projectId === p.projectId);
+    assert.deepEqual([mine?.inSync, mine?.chains.map((c) => c.chainId)], [true, [HOME, OTHER]]);
     // The studio's figures, per chain, from the real settlements.
     for (const [chainId, n, cost] of [
       [HOME, 1, homeOp.cost],
@@ -344,3 +382,42 @@ function assertSettlementInSync(report: ChainParity) {
   for (const e of entryPoints) assert.equal(e.inSync, true, JSON.stringify(report));
   assert.equal(report.paidOnChain, report.billed);
 }
+
+describe("a daily cap on two chains", () => {
+  test("each chain's reservations count against the cap apart", async () => {
+    const p = await seedProject(t);
+    const allow = await t.request({
+      method: "POST",
+      url: `/projects/${p.projectId}/allowlist`,
+      token: p.ownerToken,
+      payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
+    });
+    assert.equal(allow.statusCode, 201, allow.body);
+    for (const chainId of [HOME, OTHER]) {
+      await creditDeposit(t.db, {
+        projectId: p.projectId,
+        chainId,
+        reference: `cap:${chainId}:${p.projectId}`,
+        amountWei: parseEther("1"),
+      });
+    }
+    const first = await authorize(p, HOME);
+    assert.equal(first.statusCode, 200, first.body);
+    const [row] = await t.db.query<{ max: string }>(
+      "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = $1",
+      [first.json().authorizationId],
+    );
+    const cap = (BigInt(row!.max) * 3n) / 2n;
+    const patch = await t.request({
+      method: "PATCH",
+      url: `/projects/${p.projectId}`,
+      token: p.ownerToken,
+      payload: { dailyCap: cap.toString() },
+    });
+    assert.equal(patch.statusCode, 200, patch.body);
+    // The home chain has used two thirds of its day; the other chain none of its own.
+    assert.equal((await authorize(p, HOME)).json().code, "daily_cap_exceeded");
+    assert.equal((await authorize(p, OTHER)).statusCode, 200);
+    assert.equal((await authorize(p, OTHER)).json().code, "daily_cap_exceeded");
+  });
+});
