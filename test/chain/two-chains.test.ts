@@ -112,21 +112,26 @@ async function parityByChain(projectId: string) {
   return (res.json().chains as { chainId: number; inSync: boolean }[]).map((c) => [c.chainId, c.inSync]);
 }
 
+/** A project whose allowlist entry is for every chain: the same game contract address on both local chains. */
+async function projectOnEveryChain() {
+  const p = await seedProject(t);
+  const allow = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/allowlist`,
+    token: p.ownerToken,
+    payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
+  });
+  assert.equal(allow.statusCode, 201, allow.body);
+  return p;
+}
+
 /** The same player each time. */
 const authorize = (p: { projectId: string; apiKey: string }, chainId: number) =>
   authorizeMint(t, p, `0x${"ab".repeat(20)}`, chainId);
 
 describe("two chains, two tanks", () => {
   test("a transfer credits the chain it was made on; an empty tank on the other chain is 402", async () => {
-    const p = await seedProject(t);
-    const allow = await t.request({
-      method: "POST",
-      url: `/projects/${p.projectId}/allowlist`,
-      token: p.ownerToken,
-      // Every chain: the same game contract address on both local chains.
-      payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
-    });
-    assert.equal(allow.statusCode, 201, allow.body);
+    const p = await projectOnEveryChain();
     const account = await t.request({
       method: "GET",
       url: `/projects/${p.projectId}/funding-accounts/${OTHER}`,
@@ -385,14 +390,7 @@ function assertSettlementInSync(report: ChainParity) {
 
 describe("a daily cap on two chains", () => {
   test("each chain's reservations count against the cap apart", async () => {
-    const p = await seedProject(t);
-    const allow = await t.request({
-      method: "POST",
-      url: `/projects/${p.projectId}/allowlist`,
-      token: p.ownerToken,
-      payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
-    });
-    assert.equal(allow.statusCode, 201, allow.body);
+    const p = await projectOnEveryChain();
     for (const chainId of [HOME, OTHER]) {
       await creditDeposit(t.db, {
         projectId: p.projectId,
