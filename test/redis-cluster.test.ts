@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import type { Cluster } from "ioredis";
 import { counterKey } from "../src/rate-limits/limiter.ts";
+import { connectRedis } from "../src/redis/client.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
 import { burst, keyIdOf, startLoad, waitRedisReady } from "./support/redis-load.ts";
 import { type RedisCluster, startRedisCluster, waitFor } from "./support/redis-servers.ts";
@@ -77,6 +79,22 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
     // Every request went through the cluster (none fell back to memory): the counter saw all 3N.
     const key = counterKey(prefix, await keyIdOf(store.db, p.projectId));
     assert.equal(await (await cluster.masterOf(key)).call("GET", key), String(3 * N));
+  });
+
+  it("opens a connection to every master as soon as the slot map names it, before any command", async () => {
+    const client = connectRedis({
+      mode: "cluster",
+      url: null,
+      nodes: cluster.seeds.split(",").map((s) => ({ host: "127.0.0.1", port: Number(s.split(":")[1]) })),
+    }) as Cluster;
+    try {
+      await waitFor("every master connected without a command", async () => {
+        const masters = client.nodes("master");
+        return masters.length === 3 && masters.every((n) => n.status === "ready") ? true : undefined;
+      });
+    } finally {
+      client.disconnect();
+    }
   });
 
   it("hash-tags each key's counter, so different API keys' counters spread over the masters", async () => {
