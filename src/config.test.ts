@@ -321,12 +321,19 @@ describe("loadConfig", () => {
     assert.deepEqual(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379" }).redis, {
       mode: "standalone",
       url: "redis://127.0.0.1:6379",
+      commandTimeoutMs: 500,
     });
+    assert.equal(
+      loadConfig({ REDIS_URL: "redis://127.0.0.1:6379", REDIS_COMMAND_TIMEOUT_MS: "2000" }).redis
+        ?.commandTimeoutMs,
+      2000,
+    );
     assert.deepEqual(
       loadConfig({ REDIS_CLUSTER_NODES: "10.0.0.1:7000, redis-b.internal:7001,[::1]:7002" }).redis,
       {
         mode: "cluster",
         url: null,
+        commandTimeoutMs: 500,
         nodes: [
           { host: "10.0.0.1", port: 7000 },
           { host: "redis-b.internal", port: 7001 },
@@ -356,6 +363,8 @@ describe("loadConfig", () => {
       [{ REDIS_CLUSTER_NODES: "a:70000" }, /REDIS_CLUSTER_NODES: entry 1 must be host:port/],
       [{ REDIS_SENTINELS: ",", REDIS_SENTINEL_NAME: "m" }, /REDIS_SENTINELS: must list 1 to 64/],
       [{ REDIS_URL: "redis://:hunter2hunter2@x/3", REDIS_CLUSTER_NODES: "a:1" }, /only database 0/],
+      [{ REDIS_URL: "redis://x", REDIS_COMMAND_TIMEOUT_MS: "0" }, /REDIS_COMMAND_TIMEOUT_MS: /],
+      [{ REDIS_URL: "redis://x", REDIS_COMMAND_TIMEOUT_MS: "1.5" }, /REDIS_COMMAND_TIMEOUT_MS: /],
       [
         { REDIS_SENTINELS: "b:2", REDIS_SENTINEL_NAME: "m", REDIS_SENTINEL_PASSWORD: "two words" },
         /REDIS_SENTINEL_PASSWORD: /,

@@ -82,7 +82,7 @@ export interface RedisEndpoint {
  * master REDIS_SENTINEL_NAME. In both cases REDIS_URL, when set, supplies only the scheme
  * (`rediss:` = TLS), the user and password, and (Sentinel) the database number; its host is not used.
  */
-export type RedisConfig =
+export type RedisConfig = (
   | { mode: "standalone"; url: string }
   | { mode: "cluster"; url: string | null; nodes: RedisEndpoint[] }
   | {
@@ -92,7 +92,11 @@ export type RedisConfig =
       masterName: string;
       /** The Sentinels' own password (requirepass of the Sentinel processes), if they have one. */
       sentinelPassword: string | null;
-    };
+    }
+) & {
+  /** REDIS_COMMAND_TIMEOUT_MS: the bound on one command on one node (500 ms when absent). */
+  commandTimeoutMs?: number;
+};
 
 export interface OidcConfig {
   issuer: string;
@@ -406,6 +410,7 @@ function readRedis(
   const masterName = read("REDIS_SENTINEL_NAME", (v) => printable(v, 128), null);
   // Never echoed, like every secret here.
   const sentinelPassword = read("REDIS_SENTINEL_PASSWORD", (v) => printable(v, 512), null);
+  const commandTimeoutMs = read("REDIS_COMMAND_TIMEOUT_MS", (v) => intIn(v, 10, 60_000), 500);
   if (nodes && sentinels) {
     problems.push(
       "REDIS_CLUSTER_NODES and REDIS_SENTINELS: set one of them (a Redis Cluster, or a master found through Sentinel), not both",
@@ -421,12 +426,12 @@ function readRedis(
     const db = redisUrl ? new URL(redisUrl).pathname.replace(/^\//, "") : "";
     if (db !== "" && db !== "0")
       problems.push("REDIS_URL: a Redis Cluster has only database 0 (drop the path)");
-    return { mode: "cluster", url: redisUrl, nodes };
+    return { mode: "cluster", url: redisUrl, nodes, commandTimeoutMs };
   }
   if (sentinels && masterName) {
-    return { mode: "sentinel", url: redisUrl, sentinels, masterName, sentinelPassword };
+    return { mode: "sentinel", url: redisUrl, sentinels, masterName, sentinelPassword, commandTimeoutMs };
   }
-  return redisUrl ? { mode: "standalone", url: redisUrl } : null;
+  return redisUrl ? { mode: "standalone", url: redisUrl, commandTimeoutMs } : null;
 }
 
 /** Comma-separated `host:port` (an IPv6 address in brackets), at most 64; named by position. */

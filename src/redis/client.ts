@@ -11,7 +11,11 @@ import type { RedisConfig } from "../config.ts";
  */
 export type RedisClient = Redis | Cluster;
 
-/** Bound on one command on one node; past it the caller falls back. */
+/**
+ * Bound on one command on one node; past it the caller falls back (REDIS_COMMAND_TIMEOUT_MS).
+ * The timer runs on the event loop, so a process whose loop is stalled for longer than this
+ * (a CPU-starved host) sees a timeout even when Redis answered at once: a busy host may want more.
+ */
 const COMMAND_TIMEOUT_MS = 500;
 const CONNECT_TIMEOUT_MS = 2000;
 
@@ -27,7 +31,7 @@ function connectServer(config: Exclude<RedisConfig, { mode: "cluster" }>): Redis
   const common: RedisOptions = {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    commandTimeout: COMMAND_TIMEOUT_MS,
+    commandTimeout: config.commandTimeoutMs ?? COMMAND_TIMEOUT_MS,
     connectTimeout: CONNECT_TIMEOUT_MS,
     lazyConnect: false,
   };
@@ -107,7 +111,7 @@ function connectCluster(config: Extract<RedisConfig, { mode: "cluster" }>): Clus
     redisOptions: {
       ...credentialsOf(config.url),
       maxRetriesPerRequest: 1,
-      commandTimeout: COMMAND_TIMEOUT_MS,
+      commandTimeout: config.commandTimeoutMs ?? COMMAND_TIMEOUT_MS,
       connectTimeout: CONNECT_TIMEOUT_MS,
     },
   });
@@ -151,6 +155,11 @@ export async function redisHealthy(client: RedisClient): Promise<boolean> {
 }
 
 async function answers(client: RedisClient): Promise<boolean> {
+  const ms =
+    (client instanceof Cluster
+      ? client.options.redisOptions?.commandTimeout
+      : client.options.commandTimeout) ?? COMMAND_TIMEOUT_MS;
+  const bounded = <T>(command: Promise<T>) => within(command, ms);
   try {
     if (client instanceof Cluster) {
       if (client.status !== "ready") return false;
@@ -173,11 +182,11 @@ async function answers(client: RedisClient): Promise<boolean> {
   }
 }
 
-/** A node's command bound by COMMAND_TIMEOUT_MS even when its connection is queueing. */
-function bounded<T>(command: Promise<T>): Promise<T> {
+/** A node's command bound by the client's command timeout even when its connection is queueing. */
+function within<T>(command: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error("Redis did not answer in time")), COMMAND_TIMEOUT_MS);
+    timer = setTimeout(() => reject(new Error("Redis did not answer in time")), ms);
   });
   return Promise.race([command, timeout]).finally(() => clearTimeout(timer));
 }
