@@ -153,10 +153,6 @@ function runFile(file) {
       "--expose-gc",
       "--enable-source-maps",
       "--test",
-      // Once its tests and hooks have ended, a file exits even if a handle is left open: a CI run
-      // of test/redis-cluster.test.ts sat 15 minutes after its last hook so (its first test had
-      // failed), costing the whole file timeout instead of its 20 s.
-      "--test-force-exit",
       "--test-reporter=spec",
       join(OUT, file.replace(/\.ts$/, ".mjs")),
     ];
