@@ -11,12 +11,23 @@ import { asUnavailable } from "./unavailable.ts";
  * ends, so statements queue behind it instead of waiting on row locks, and lock_timeout has
  * nothing to bound here. A closed instance is reported as DatabaseUnavailable.
  */
-export async function openPglite(dataDir: string, options: { loadDataDir?: Blob } = {}): Promise<Db> {
+export async function openPglite(
+  dataDir: string,
+  options: {
+    loadDataDir?: Blob;
+    /** Server settings on top of PGlite's own start parameters (`-c name=value` each). */
+    settings?: Record<string, string>;
+  } = {},
+): Promise<Db> {
   // The database holds every project's data: its files are for this user only (0700).
   if (!dataDir.startsWith("memory://")) ensurePrivateDir(dataDir);
-  const pg = options.loadDataDir
-    ? await PGlite.create(dataDir, { loadDataDir: options.loadDataDir })
-    : await PGlite.create(dataDir);
+  const startParams = options.settings
+    ? [...PGLITE_START_PARAMS, ...Object.entries(options.settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])]
+    : undefined;
+  const pg = await PGlite.create(dataDir, {
+    ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
+    ...(startParams ? { startParams } : {}),
+  });
   const query = async <T>(sql: string, params?: unknown[]) => {
     try {
       return (await pg.query<T>(sql, params)).rows;
@@ -45,6 +56,10 @@ export async function openPglite(dataDir: string, options: { loadDataDir?: Blob 
 }
 
 const instances = new WeakMap<Db, PGlite>();
+
+/** PGlite's own start parameters (`startParams` replaces them, so added settings go after these). */
+const PGLITE_START_PARAMS: readonly string[] = (PGlite as unknown as { defaultStartParams: string[] })
+  .defaultStartParams;
 
 /**
  * The whole database as a tarball, for `openPglite(…, { loadDataDir })`. Tests open every store
