@@ -20,7 +20,7 @@ import { clientErrorHandler, installServerEvents } from "./http/client-errors.ts
 import { frameworkErrors, installErrorHandling } from "./http/errors.ts";
 import { documentRoute } from "./http/openapi.ts";
 import { Problem } from "./http/problem.ts";
-import { validatorCompiler } from "./http/validation.ts";
+import { serializerFactory, validatorCompiler } from "./http/validation.ts";
 import { installAuthentication } from "./identity/authenticate.ts";
 import { devSignInRoutes } from "./identity/dev-signin.ts";
 import { stripUrlKey } from "./identity/url-key.ts";
@@ -100,6 +100,7 @@ export async function buildApp({
     frameworkErrors,
     clientErrorHandler,
     http: { requireHostHeader: false },
+    schemaController: { compilersFactory: { buildSerializer: serializerFactory } },
   }).withTypeProvider<TypeBoxTypeProvider>();
   installServerEvents(app.server, app.log);
 
