@@ -1,10 +1,9 @@
 import { Type } from "@sinclair/typebox";
 import { authorizeProject } from "../access/guard.ts";
-import type { Config } from "../config.ts";
 import type { RoutePlugin } from "../context.ts";
-import type { Queryable } from "../db/db.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { Address, bearer, ProjectParams, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { chainOfView, chainSettingsOf, viewedChain } from "../projects/chains.ts";
 import { homeChainOf } from "../projects/store.ts";
 import { DAY_MS, daily, decodeCursor, events, isoDay, money, overview, topSenders } from "./store.ts";
 
@@ -123,7 +122,7 @@ export const analyticsRoutes: RoutePlugin = async (app, { services }) => {
         ...figures,
         chains: shown.map((id) => ({
           chainId: id,
-          currency: currencyOf(chains, id),
+          currency: chainSettingsOf(chains, id).nativeCurrency.symbol,
           totalSponsored: totals.get(id)?.totalSponsored ?? 0,
           totalGasSaved: totals.get(id)?.totalGasSaved ?? "0",
         })),
@@ -328,35 +327,6 @@ const DailyQuery = Type.Object(
   { ...DayRangeQuery.properties, ...ChainQuery },
   { additionalProperties: false },
 );
-
-/**
- * The chain a view answers for: the one asked, when the service serves it or it is the project's
- * home chain (404 otherwise: a chain unknown here has no figures to show), else the home chain.
- */
-function viewedChain(chains: Config["chains"], home: number, asked: number | undefined): number {
-  if (asked === undefined || asked === home) return home;
-  if (!chains.some((c) => c.chainId === asked)) throw notFound("chain");
-  return asked;
-}
-
-/** viewedChain, reading the project's home chain first; 404 when the project does not exist. */
-async function chainOfView(
-  db: Queryable,
-  chains: Config["chains"],
-  projectId: string,
-  asked: number | undefined,
-): Promise<number> {
-  // A chain served here needs no read: the project's existence is checked by the view itself.
-  if (asked !== undefined && chains.some((c) => c.chainId === asked)) return asked;
-  const home = await homeChainOf(db, projectId);
-  if (home === null) throw notFound("project");
-  return viewedChain(chains, home, asked);
-}
-
-/** The symbol of a chain's native currency; a chain no longer served shows the first one's. */
-function currencyOf(chains: Config["chains"], chainId: number): string {
-  return (chains.find((c) => c.chainId === chainId) ?? chains[0]!).nativeCurrency.symbol;
-}
 
 /**
  * The UTC days of a daily view's `from` and `to` (YYYY-MM-DD, both included): by default the last

@@ -7,6 +7,7 @@ import { bearer, ProjectId, ProjectParams, responses, Timestamp, Wei } from "../
 import { requirePrincipal } from "../identity/authenticate.ts";
 import { lockOrg } from "../orgs/store.ts";
 import { forgetSponsorTerms } from "../sponsor/deps.ts";
+import { chainSettingsOf, viewedChain } from "./chains.ts";
 import {
   countProjectsOf,
   getProject,
@@ -89,8 +90,7 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
   const tanksOf = async (projectId: string, home: number) => {
     const { chains } = services.config;
     const held = new Map((await projectTanks(db, projectId)).map((t) => [t.chainId, t.balanceWei]));
-    const homeChain = chains.find((c) => c.chainId === home) ?? { ...chains[0]!, chainId: home };
-    return [homeChain, ...chains.filter((c) => c.chainId !== home)].map((c) => {
+    return [chainSettingsOf(chains, home), ...chains.filter((c) => c.chainId !== home)].map((c) => {
       const balance = held.get(c.chainId) ?? 0n;
       return {
         chainId: c.chainId,
@@ -260,9 +260,7 @@ export const projectRoutes: RoutePlugin = async (app, { services }) => {
       const project = await getProject(db, request.params.id);
       if (!project) throw notFound("project");
       const home = project.home_chain_id;
-      const chainId = request.query.chainId ?? home;
-      if (chainId !== home && !services.config.chains.some((c) => c.chainId === chainId))
-        throw notFound("chain");
+      const chainId = viewedChain(services.config.chains, home, request.query.chainId);
       const shown = await tanksOf(project.id, home);
       const { chainId: _, ...top } = shown.find((c) => c.chainId === chainId)!;
       return { ...top, chainId, chains: shown };

@@ -10,6 +10,7 @@ import { authorizeProject } from "../access/guard.ts";
 import type { RoutePlugin } from "../context.ts";
 import { ApiError, invalid, notFound } from "../http/problem.ts";
 import { bearer, NullableTimestamp, responses, Timestamp, Wei } from "../http/schemas.ts";
+import { chainOfView } from "../projects/chains.ts";
 import { homeChainOf } from "../projects/store.ts";
 import { listDeliveries, redeliver } from "./deliveries.ts";
 import { type PrivateTargets, refusedTarget } from "./egress.ts";
@@ -508,9 +509,7 @@ function approvalRoutes(app: App, services: Parameters<RoutePlugin>[1]["services
       const { thresholdWei: raw, chainId } = request.body;
       const threshold = raw === null ? null : BigInt(raw);
       if (threshold === 0n) throw invalid("thresholdWei must be positive; null removes the alert");
-      if (chainId !== undefined && !services.config.chains.some((c) => c.chainId === chainId)) {
-        if ((await homeChainOf(db, projectId)) !== chainId) throw notFound("chain");
-      }
+      if (chainId !== undefined) await chainOfView(db, services.config.chains, projectId, chainId);
       await db.transaction((tx) => putLowBalanceThreshold(tx, projectId, threshold, chainId));
       return alertView(projectId);
     },

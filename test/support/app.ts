@@ -112,7 +112,7 @@ const TEST_PGLITE_SETTINGS = { shared_buffers: "8MB", max_connections: "5", wal_
 let template: Promise<Blob> | null = null;
 function migratedTemplate(): Promise<Blob> {
   template ??= (async () => {
-    const file = join(tmpdir(), `gas-sponsorship-pglite-${templateKey()}.tar`);
+    const file = migratedTemplatePath();
     try {
       return new Blob([await readFile(file)]);
     } catch {
@@ -140,6 +140,17 @@ function migratedTemplate(): Promise<Blob> {
     return dump;
   })();
   return template;
+}
+
+/** Where the migrated template is kept (it may not be built yet). */
+function migratedTemplatePath(): string {
+  return join(tmpdir(), `gas-sponsorship-pglite-${templateKey()}.tar`);
+}
+
+/** The migrated template as a file: a tarball of the data folder (its paths relative to it). */
+export async function migratedTemplateFile(): Promise<string> {
+  await migratedTemplate();
+  return migratedTemplatePath();
 }
 
 /** What the migrated template depends on: every SQL file the migrator applies, and PGlite's version. */

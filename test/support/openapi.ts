@@ -10,7 +10,22 @@ const addFormats = formatsModule.default;
  * Checks every response a test receives against the OpenAPI document the app publishes: the
  * route (by template), the status (documented or not) and the body (against its schema).
  */
-export function responseValidator(spec: Record<string, unknown>) {
+export function responseValidator(spec: Record<string, unknown>): Validate {
+  // One per published document: a test file's apps publish the same one, and its schemas then
+  // compile once for all of them.
+  const text = JSON.stringify(spec);
+  let validate = byDocument.get(text);
+  if (!validate) {
+    validate = validatorOf(spec);
+    byDocument.set(text, validate);
+  }
+  return validate;
+}
+
+type Validate = (method: string, url: string, res: LightMyRequestResponse) => void;
+const byDocument = new Map<string, Validate>();
+
+function validatorOf(spec: Record<string, unknown>): Validate {
   const ajv = new Ajv({ strict: false, allErrors: true, validateSchema: false });
   addFormats(ajv);
   ajv.addSchema(spec, "openapi");

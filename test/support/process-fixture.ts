@@ -1,9 +1,9 @@
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, before } from "node:test";
-import { openDb } from "../../src/db/index.ts";
-import { migrate } from "../../src/db/migrate.ts";
+import { migratedTemplateFile } from "./app.ts";
 import { freshDatabase } from "./fresh-database.ts";
 import { ensureBuilt, type ServerProcess, startServer as startServerProcess } from "./server-process.ts";
 
@@ -26,8 +26,9 @@ export function processFixture() {
     started.push(server);
     return server;
   };
-  // A migrated embedded database, made once and copied for every server on PGlite: creating one
-  // from nothing takes PGlite 5 to 20 s (initdb in WebAssembly).
+  // A migrated embedded database copied for every server on PGlite: creating one from nothing
+  // takes PGlite 5 to 20 s (initdb in WebAssembly). It is the run's migrated template (the one
+  // every test store starts from), unpacked where the service keeps its database (DATA_DIR/pglite).
   let template = "";
   const dataDirWithDb = (): string => {
     const dir = tempDir();
@@ -37,9 +38,10 @@ export function processFixture() {
   before(async () => {
     ensureBuilt();
     template = tempDir();
-    const db = await openDb({ databaseUrl: null, dataDir: template });
-    await migrate(db);
-    await db.close();
+    mkdirSync(join(template, "pglite"), { mode: 0o700 });
+    execFileSync("tar", ["-xf", await migratedTemplateFile(), "-C", join(template, "pglite")], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
   });
   afterEach(async () => {
     await Promise.all(started.splice(0).map((s) => s.stop(5_000)));
