@@ -4,6 +4,7 @@ import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
 import { creditDeposit, parity, release, TANKS_ON_CHAIN_SQL } from "../src/ledger/ledger.ts";
 import { orphanOperations, recordOperation } from "../src/settlement/store.ts";
 import {
+  allowMintOnEveryChain,
   authorizeMint,
   fundedProject,
   MINT_SELECTOR,
@@ -34,13 +35,7 @@ after(() => t.close());
 /** A project funded on its home chain whose allowlist entry is for every chain. */
 async function fundedEverywhere(tankWei: bigint) {
   const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, tankWei);
-  const res = await t.request({
-    method: "POST",
-    url: `/projects/${p.projectId}/allowlist`,
-    token: p.ownerToken,
-    payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
-  });
-  assert.equal(res.statusCode, 201, res.body);
+  await allowMintOnEveryChain(t, p);
   return p;
 }
 

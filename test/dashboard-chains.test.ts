@@ -15,6 +15,7 @@ import type { Page } from "playwright-core";
 import { recordChainDeposit } from "../src/funding/store.ts";
 import { billOperation, creditDeposit, reserve } from "../src/ledger/ledger.ts";
 import {
+  allowMintOnEveryChain,
   fundedProject,
   MINT_SELECTOR,
   MINT_TARGET,
@@ -130,13 +131,7 @@ before(async () => {
     email: STUDIO,
     projectId: PROJECT_ID,
   });
-  const everyChain = await t.request({
-    method: "POST",
-    url: `/projects/${PROJECT_ID}/allowlist`,
-    token: p.ownerToken,
-    payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
-  });
-  assert.equal(everyChain.statusCode, 201, everyChain.body);
+  await allowMintOnEveryChain(t, p);
   await settleOn(HOME, ONE_S);
   await reserveOn(HOME, ONE_S / 2n);
   // The local tank: 7.25 LOC in (a transfer to its deposit address there), 1.5 LOC spent,

@@ -8,5 +8,10 @@ export async function openDb(
 ): Promise<Db> {
   if (config.databaseUrl)
     return openPostgres({ url: config.databaseUrl, lockTimeoutMs: config.dbLockTimeoutMs });
-  return openPglite(config.dataDir === "memory://" ? "memory://" : `${config.dataDir}/pglite`);
+  return openPglite(config.dataDir === "memory://" ? "memory://" : embeddedDatabaseDir(config.dataDir));
+}
+
+/** Where the embedded store keeps its files inside DATA_DIR. */
+export function embeddedDatabaseDir(dataDir: string): string {
+  return `${dataDir}/pglite`;
 }

@@ -63,8 +63,9 @@ const PGLITE_START_PARAMS: readonly string[] = (PGlite as unknown as { defaultSt
 
 /**
  * The whole database as a tarball, for `openPglite(…, { loadDataDir })`. Tests open every store
- * from one migrated copy: starting from it takes about 0.45 s, against about 1.7 s for the
- * initdb that every new embedded database otherwise runs (measured on the CI machine).
+ * from one migrated copy instead of running initdb and every migration (about 3 s of CPU);
+ * starting from the copy took 1.9-2.4 s of CPU with PGlite's default settings and 0.8-0.9 s with
+ * the tests' smaller ones (test/support/app.ts), measured on this 2-core machine on 2026-11-27.
  */
 export async function dumpPglite(db: Db): Promise<Blob> {
   const pg = instances.get(db);

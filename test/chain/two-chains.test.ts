@@ -16,9 +16,8 @@ import { privateKeyToAccount } from "viem/accounts";
 import type { DepositWatcher } from "../../src/funding/deposit-watcher.ts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
 import {
+  allowMintOnEveryChain,
   authorizeMint,
-  MINT_SELECTOR,
-  MINT_TARGET,
   seedProject,
   startTestApp,
   TEST_SIGNER_KEY,
@@ -38,6 +37,7 @@ import {
   settlementWatcherOn,
   userOpWith,
 } from "../support/chain-service.ts";
+import { addWebhookEndpoint } from "../support/receiver.ts";
 import { handleOps, randomAccount } from "../support/userop.ts";
 
 const CONFIRMATIONS = 2;
@@ -115,13 +115,7 @@ async function parityByChain(projectId: string) {
 /** A project whose allowlist entry is for every chain: the same game contract address on both local chains. */
 async function projectOnEveryChain() {
   const p = await seedProject(t);
-  const allow = await t.request({
-    method: "POST",
-    url: `/projects/${p.projectId}/allowlist`,
-    token: p.ownerToken,
-    payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
-  });
-  assert.equal(allow.statusCode, 201, allow.body);
+  await allowMintOnEveryChain(t, p);
   return p;
 }
 
@@ -255,13 +249,7 @@ describe("two chains, two EntryPoints", () => {
       return { authId: op.auth.authorizationId as Hex, cost: event!.args.actualGasCost, receipt };
     };
     // An endpoint for every event: each payload names its chain.
-    const hook = await t.request({
-      method: "POST",
-      url: `/projects/${p.projectId}/webhooks`,
-      token: p.ownerToken,
-      payload: { url: "https://hooks.example.com/all", eventTypes: ["*"] },
-    });
-    assert.equal(hook.statusCode, 201, hook.body);
+    await addWebhookEndpoint(t, p, "https://hooks.example.com/all");
     const homeOp = await mint(HOME);
     const otherOps = [await mint(OTHER), await mint(OTHER)];
 

@@ -349,6 +349,23 @@ export async function seedProject(
 }
 
 /**
+ * Allows the mint call (MINT_TARGET, MINT_SELECTOR) on every chain served, not on one: the same
+ * game contract address on both chains of the tests of money per chain.
+ */
+export async function allowMintOnEveryChain(
+  t: Pick<TestApp, "request">,
+  p: { projectId: string; ownerToken: string },
+): Promise<void> {
+  const res = await t.request({
+    method: "POST",
+    url: `/projects/${p.projectId}/allowlist`,
+    token: p.ownerToken,
+    payload: { targetContract: MINT_TARGET, functionSelector: MINT_SELECTOR, chainId: null },
+  });
+  assert.equal(res.statusCode, 201, res.body);
+}
+
+/**
  * A project (seedProject) whose allowlist holds one call and whose tank holds `tankWei`, credited
  * straight to the ledger.
  */

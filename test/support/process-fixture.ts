@@ -3,6 +3,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, before } from "node:test";
+import { embeddedDatabaseDir } from "../../src/db/index.ts";
 import { migratedTemplateFile } from "./app.ts";
 import { freshDatabase } from "./fresh-database.ts";
 import { ensureBuilt, type ServerProcess, startServer as startServerProcess } from "./server-process.ts";
@@ -28,7 +29,7 @@ export function processFixture() {
   };
   // A migrated embedded database copied for every server on PGlite: creating one from nothing
   // takes PGlite 5 to 20 s (initdb in WebAssembly). It is the run's migrated template (the one
-  // every test store starts from), unpacked where the service keeps its database (DATA_DIR/pglite).
+  // every test store starts from), unpacked where the service keeps its database.
   let template = "";
   const dataDirWithDb = (): string => {
     const dir = tempDir();
@@ -38,8 +39,9 @@ export function processFixture() {
   before(async () => {
     ensureBuilt();
     template = tempDir();
-    mkdirSync(join(template, "pglite"), { mode: 0o700 });
-    execFileSync("tar", ["-xf", await migratedTemplateFile(), "-C", join(template, "pglite")], {
+    const dbDir = embeddedDatabaseDir(template);
+    mkdirSync(dbDir, { mode: 0o700 });
+    execFileSync("tar", ["-xf", await migratedTemplateFile(), "-C", dbDir], {
       stdio: ["ignore", "ignore", "pipe"],
     });
   });
