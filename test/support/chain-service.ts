@@ -275,19 +275,28 @@ export async function startServiceOnChain(options: {
   env?: Record<string, string>;
 }): Promise<ServiceOnChain> {
   const chain = await startChain();
-  const stack = await deployStack(chain, { signer: privateKeyToAccount(TEST_SIGNER_KEY).address });
-  const t = await startTestApp({
-    env: {
-      CHAIN_14601_RPC_URL: chain.rpcUrl,
-      CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
-      CHAIN_14601_PAYMASTER_V08_ADDRESS: stack.v08.paymaster,
-      CHAIN_14601_CONFIRMATIONS: String(options.confirmations),
-      ...(options.operator ? { OPERATOR_EMAILS: options.operator } : {}),
-      ...options.env,
-    },
-    feeOracle: "chain",
-    now: options.now,
-  });
+  let stack: DevnetStack;
+  let t: TestApp;
+  try {
+    stack = await deployStack(chain, { signer: privateKeyToAccount(TEST_SIGNER_KEY).address });
+    t = await startTestApp({
+      env: {
+        CHAIN_14601_RPC_URL: chain.rpcUrl,
+        CHAIN_14601_PAYMASTER_ADDRESS: stack.paymaster,
+        CHAIN_14601_PAYMASTER_V08_ADDRESS: stack.v08.paymaster,
+        CHAIN_14601_CONFIRMATIONS: String(options.confirmations),
+        ...(options.operator ? { OPERATOR_EMAILS: options.operator } : {}),
+        ...options.env,
+      },
+      feeOracle: "chain",
+      now: options.now,
+    });
+  } catch (err) {
+    // The caller never gets a handle to stop: a running anvil would keep the test file's process
+    // alive until the file timeout (a CI run's deployment that timed out held one for 15 minutes).
+    await chain.stop();
+    throw err;
+  }
   return {
     chain,
     stack,
