@@ -1,11 +1,11 @@
 // Runs the test suite with node's test runner: every test file (or the files named on the command
-// line) compiled first, then run one process per file.
+// line) compiled first, then run several files to a process (see the groups below).
 //
 // Why compile first: loading the service's TypeScript through tsx's loader cost each test process
 // about 3.5 s of CPU before its first test (measured on the 2-core CI machine: importing
 // test/support/app.ts took 3.3–3.7 s of CPU through tsx, 1.1–1.4 s as one esbuild bundle), and
 // the suite runs about a hundred processes per store. esbuild (the compiler tsx itself uses)
-// bundles each test file with the sources it imports into .test-build/, packages left external,
+// bundles each test file with the sources it imports into .test-build/<pid>/, packages left external,
 // in about a second for all of them.
 //
 // Every module keeps the location of its source: `import.meta.url` and `import.meta.dirname` are
@@ -13,31 +13,39 @@
 // contract artifacts, dist/server.js, fixtures) resolve as they do uncompiled. Stack traces map
 // back to the TypeScript through the bundles' source maps.
 //
-// Each file runs in a process of its own (node --test with the spec reporter), TEST_CONCURRENCY at
-// a time, longest first by the last recorded timings (test/timings.json): with two at once, a long
-// file started last would leave one core idle at the end. A file's output is printed whole when
-// it ends, headed by its name and wall time, so two files' lines never interleave; a file that
-// runs past TEST_FILE_TIMEOUT_MS is stopped and what it printed is shown. The run ends with the
-// totals and the slowest files.
+// Files run in groups, each group in a process of its own (node --test with the spec reporter),
+// TEST_CONCURRENCY processes at a time, longest first by the last recorded timings
+// (test/timings.json): with two at once, a long group started last would leave one core idle at
+// the end. A process's output is printed whole when it ends, headed by its files and wall time, so
+// two processes' lines never interleave; a process that runs past TEST_FILE_TIMEOUT_MS is stopped
+// and what it printed is shown. The run ends with the totals and the slowest files.
 //
 //   node scripts/run-tests.mjs [files…]
 //   TEST_CONCURRENCY=n      test files run at once (default 2)
-//   TEST_FILE_TIMEOUT_MS=n  longest a file may run (default 15 minutes)
+//   TEST_FILE_TIMEOUT_MS=n  longest a test process may run (default 15 minutes)
+//   TEST_GROUP_SECONDS=n    recorded seconds of files run in one process (default 45; 0: one file
+//                           per process)
 //   TEST_TIMINGS_SAVE=1     after a run of every file, write its timings to test/timings.json
 //   TEST_SCOPE=store        only the files whose outcome the store can change (CI's second pass;
 //                           see storeDependent below)
-//   TEST_CPU=1              also measure each file's CPU time (its process and every process it
+//   TEST_KEEP_BUILD=1       keep this run's bundles (to run one under --cpu-prof, say); a later
+//                           run clears them
+//   TEST_CPU=1              also measure each process's CPU time (its own and every process it
 //                           started and waited for: anvil, Alto, Chromium), print it beside the
-//                           wall time and list the files that cost the most CPU
+//                           wall time and list the processes that cost the most CPU
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "esbuild";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
-const OUT = join(ROOT, ".test-build");
+// Each run builds into a folder of its own (.test-build/<pid>), removed when it ends: a second run
+// started in the same checkout (one file tried while the suite runs) used to delete the first's
+// bundles under it. Folders of runs whose process is gone are cleared at the start.
+const BUILDS = join(ROOT, ".test-build");
+const OUT = join(BUILDS, String(process.pid));
 
 function find(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -66,7 +74,19 @@ const sourceLocations = {
 const only = process.argv.slice(2).map((f) => relative(ROOT, resolve(f)));
 const files = only.length > 0 ? only : [...find("src"), ...find("test")].sort();
 
-rmSync(OUT, { recursive: true, force: true });
+for (const entry of existsSync(BUILDS) ? readdirSync(BUILDS) : []) {
+  if (!/^\d+$/.test(entry) || !alive(Number(entry)))
+    rmSync(join(BUILDS, entry), { recursive: true, force: true });
+}
+/** Whether a process with this id is running (signal 0 only checks). */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === "EPERM";
+  }
+}
 const built = await build({
   metafile: true,
   absWorkingDir: ROOT,
@@ -79,6 +99,10 @@ const built = await build({
   format: "esm",
   target: "node20",
   sourcemap: "linked",
+  // Modules two test files share (the service, the test support) become shared chunks, so that a
+  // process running several files (see the groups below) loads and compiles each once.
+  splitting: true,
+  chunkNames: "chunks/[name]-[hash]",
   logLevel: "warning",
   plugins: [sourceLocations],
 });
@@ -134,8 +158,45 @@ const concurrency = Math.max(1, Number(process.env.TEST_CONCURRENCY ?? 2));
 const fileTimeoutMs = Number(process.env.TEST_FILE_TIMEOUT_MS ?? 15 * 60_000);
 const TIMINGS = join(ROOT, "test", "timings.json");
 const known = existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : {};
-// Longest first; a file with no recorded time counts as long (it may be a new slow one).
-const queue = [...chosen].sort((a, b) => (known[b] ?? 60_000) - (known[a] ?? 60_000));
+// A file with no recorded time counts as long (it may be a new slow one).
+const expected = (file) => known[file] ?? 60_000;
+
+/**
+ * Test files run several to a process. Each file used to start a node of its own and load the
+ * service and its packages, compile PGlite's WebAssembly and the routes' schemas and warm up the
+ * JIT before its first test: about 2 s of CPU per file, paid some 270 times per CI run. A group's
+ * entry module wraps each file in a suite of its own, named by the file, and imports it inside
+ * that suite, so that the file's tests and root-level hooks (before, after, beforeEach) belong to
+ * its suite alone: files run one after the other, each as it would alone, sharing only what
+ * modules keep (caches, compiled code). Groups hold about TEST_GROUP_SECONDS of files by their
+ * recorded times (longest files alone); a file that must have a process of its own says so on
+ * its first line: `// test-process: own — why`.
+ */
+const groupMs = Number(process.env.TEST_GROUP_SECONDS ?? 45) * 1000;
+function ownProcess(file) {
+  return /^\/\/ test-process: own\b/m.test(readFileSync(join(ROOT, file), "utf8").split("\n", 3).join("\n"));
+}
+const groups = [];
+{
+  const open = [];
+  for (const file of [...chosen].sort((a, b) => expected(b) - expected(a))) {
+    if (groupMs <= 0 || expected(file) >= groupMs || ownProcess(file)) {
+      groups.push({ files: [file], ms: expected(file) });
+      continue;
+    }
+    // First fit, longest files first: each lands in the first group it still fits in.
+    let group = open.find((g) => g.ms + expected(file) <= groupMs);
+    if (!group) {
+      group = { files: [], ms: 0 };
+      open.push(group);
+      groups.push(group);
+    }
+    group.files.push(file);
+    group.ms += expected(file);
+  }
+}
+// Longest first: with a long group started last, one core would sit idle at the end.
+const queue = [...groups].sort((a, b) => b.ms - a.ms);
 
 const measureCpu = process.env.TEST_CPU === "1";
 const CPU_MARK = "\n@@test-cpu@@ ";
@@ -146,16 +207,29 @@ const timings = {};
 const failed = [];
 const started = Date.now();
 
-function runFile(file) {
+const bundleOf = (file) => join(OUT, file.replace(/\.ts$/, ".mjs"));
+
+/** The module a group's process runs: its one file's bundle, or an entry importing each in a suite. */
+function entryOf(group, index) {
+  if (group.files.length === 1) return bundleOf(group.files[0]);
+  const entry = join(OUT, "groups", `group-${index}.mjs`);
+  mkdirSync(dirname(entry), { recursive: true });
+  const suites = group.files.map(
+    (f) =>
+      `describe(${JSON.stringify(f)}, async () => {\n  await import(${JSON.stringify(pathToFileURL(bundleOf(f)).href)});\n});`,
+  );
+  writeFileSync(entry, `import { describe } from "node:test";\n${suites.join("\n")}\n`);
+  return entry;
+}
+
+let groupsStarted = 0;
+function runGroup(group) {
+  const name =
+    group.files.length === 1 ? group.files[0] : `${group.files.length} files: ${group.files.join(", ")}`;
+  const entry = entryOf(group, groupsStarted++);
   return new Promise((done) => {
     const t0 = Date.now();
-    const args = [
-      "--expose-gc",
-      "--enable-source-maps",
-      "--test",
-      "--test-reporter=spec",
-      join(OUT, file.replace(/\.ts$/, ".mjs")),
-    ];
+    const args = ["--expose-gc", "--enable-source-maps", "--test", "--test-reporter=spec", entry];
     // With TEST_CPU=1 the file runs under a shell whose `times` builtin then reports the CPU of
     // every process it waited for, descendants included (node has no rusage for a child).
     const child = measureCpu
@@ -179,7 +253,6 @@ function runFile(file) {
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       const ms = Date.now() - t0;
-      timings[file] = ms;
       let text = Buffer.concat(chunks).toString("utf8");
       let cpuNote = "";
       if (measureCpu) {
@@ -194,8 +267,8 @@ function runFile(file) {
               .at(-1)
               .matchAll(/(\d+)m([\d.]+)s/g),
           ].map((m) => Number(m[1]) * 60 + Number(m[2]));
-          cpu[file] = seconds.reduce((a, b) => a + b, 0);
-          cpuNote = `, ${cpu[file].toFixed(1)} s CPU`;
+          cpu[name] = seconds.reduce((a, b) => a + b, 0);
+          cpuNote = `, ${cpu[name].toFixed(1)} s CPU`;
           text = text.slice(0, mark);
         }
       }
@@ -204,23 +277,37 @@ function runFile(file) {
         if (m) totals[key] += Number(m[1]);
       }
       const ok = code === 0 && !timedOut;
-      if (!ok) failed.push(file);
+      if (group.files.length === 1) {
+        timings[group.files[0]] = ms;
+        if (!ok) failed.push(group.files[0]);
+      } else {
+        // Each file is a suite of the group's run: its result line gives its outcome and time.
+        for (const file of group.files) {
+          const line = new RegExp(`^([✔✖]) ${escapeRegExp(file)} \\(([\\d.]+)ms\\)$`, "m").exec(text);
+          if (line) timings[file] = Math.round(Number(line[2]));
+          if (!ok && (!line || line[1] === "✖")) failed.push(file);
+        }
+      }
       const why = timedOut ? `, stopped after ${fileTimeoutMs} ms` : ok ? "" : `, exit ${code ?? signal}`;
-      process.stdout.write(`\n── ${file} (${(ms / 1000).toFixed(1)} s${cpuNote}${why})\n${text}`);
+      process.stdout.write(`\n── ${name} (${(ms / 1000).toFixed(1)} s${cpuNote}${why})\n${text}`);
       done();
     });
   });
 }
 
-async function worker() {
-  for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file);
+function escapeRegExp(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
-await Promise.all(Array.from({ length: Math.min(concurrency, chosen.length) }, worker));
+async function worker() {
+  for (let group = queue.shift(); group !== undefined; group = queue.shift()) await runGroup(group);
+}
+
+await Promise.all(Array.from({ length: Math.min(concurrency, groups.length) }, worker));
 
 const wall = ((Date.now() - started) / 1000).toFixed(0);
 console.log(
-  `\n${chosen.length} files in ${wall} s, ${concurrency} at once: ${totals.tests} tests, ${totals.pass} passed, ${totals.fail} failed, ${totals.cancelled} cancelled, ${totals.skipped} skipped, ${totals.todo} todo`,
+  `\n${chosen.length} files (${groups.length} processes) in ${wall} s, ${concurrency} at once: ${totals.tests} tests, ${totals.pass} passed, ${totals.fail} failed, ${totals.cancelled} cancelled, ${totals.skipped} skipped, ${totals.todo} todo`,
 );
 if (chosen.length > 1) {
   console.log("slowest files:");
@@ -242,4 +329,7 @@ if (process.env.TEST_TIMINGS_SAVE === "1" && only.length === 0 && scope === "all
   const sorted = Object.fromEntries(Object.entries(timings).sort((a, b) => a[0].localeCompare(b[0])));
   writeFileSync(TIMINGS, `${JSON.stringify(sorted, null, 2)}\n`);
 }
+if (process.env.TEST_KEEP_BUILD === "1")
+  console.log(`bundles kept in ${relative(ROOT, OUT)} (TEST_KEEP_BUILD=1)`);
+else rmSync(OUT, { recursive: true, force: true });
 process.exit(failed.length > 0 ? 1 : 0);

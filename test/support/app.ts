@@ -222,6 +222,23 @@ export const everySenderASimpleAccount: SenderCodeResolver = {
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const ownDb = options.db ? null : await openTestDb();
   const testDb = options.db ?? ownDb!;
+  // What is open so far is closed again when a later step throws (a bad setting, say): left open,
+  // a Redis connection or a timer kept the test file's process alive until its timeout.
+  const opened: Array<() => Promise<unknown>> = ownDb ? [() => ownDb.drop()] : [];
+  try {
+    return await startOn(testDb, ownDb, opened, options);
+  } catch (err) {
+    for (const close of opened.reverse()) await close().catch(() => {});
+    throw err;
+  }
+}
+
+async function startOn(
+  testDb: TestDb,
+  ownDb: TestDb | null,
+  opened: Array<() => Promise<unknown>>,
+  options: TestAppOptions,
+): Promise<TestApp> {
   const config = loadConfig({
     DATA_DIR: `memory://${randomBytes(4).toString("hex")}`,
     DATABASE_URL: process.env.DATABASE_URL,
@@ -243,6 +260,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     rateLimitPrefix: options.rateLimitPrefix ?? `test:${randomBytes(6).toString("hex")}`,
     overrides,
   });
+  opened.push(() => wired.close());
   const logs: string[] = [];
   const logger = pino(
     { level: options.logLevel ?? "debug" },
@@ -254,6 +272,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     }),
   );
   const app = await buildApp({ services: wired.services, loggerInstance: logger });
+  opened.push(() => app.close());
   await app.ready();
   if (options.feeOracle === "chain") {
     wired.services.feeOracle.start(logger.child({ component: "fee-oracle" }));

@@ -13,12 +13,8 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { stripVTControlCharacters } from "node:util";
-import { type Address, type Hex, toHex } from "viem";
-import { mnemonicToAccount } from "viem/accounts";
-import { freePort } from "./chain/anvil.ts";
-
-/** anvil's development mnemonic (the same one test/support/chain/anvil.ts funds its wallets from). */
-const ANVIL_MNEMONIC = "test test test test test test test test test test test junk";
+import type { Address, Hex } from "viem";
+import { devWalletKey, freePort } from "./chain/anvil.ts";
 
 /**
  * The anvil accounts a bundler may use. Index 0 deploys the stack and 1 plays the bundler in
@@ -68,9 +64,7 @@ export interface Bundler {
 
 /** A funded anvil development account's private key. */
 export function anvilPrivateKey(addressIndex: number): Hex {
-  const key = mnemonicToAccount(ANVIL_MNEMONIC, { addressIndex }).getHdKey().privateKey;
-  if (!key) throw new Error(`no private key for anvil account ${addressIndex}`);
-  return toHex(key);
+  return devWalletKey(addressIndex);
 }
 
 export async function startBundler(options: StartBundlerOptions): Promise<Bundler> {
