@@ -30,6 +30,7 @@
 //                           see storeDependent below)
 //   TEST_KEEP_BUILD=1       keep this run's bundles (to run one under --cpu-prof, say); a later
 //                           run clears them
+//   TEST_LIST=1             print the processes and their files, run nothing
 //   TEST_CPU=1              also measure each process's CPU time (its own and every process it
 //                           started and waited for: anvil, Alto, Chromium), print it beside the
 //                           wall time and list the processes that cost the most CPU
@@ -125,9 +126,24 @@ const built = await build({
  */
 function storeDependent(file) {
   if (/^\/\/ test-scope: store-free\b/.test(readFileSync(join(ROOT, file), "utf8"))) return false;
-  const output = Object.values(built.metafile.outputs).find((o) => o.entryPoint === file);
-  if (!output) return true;
-  return Object.keys(output.inputs).some((input) => !input.includes("node_modules") && namesStore(input));
+  const entry = Object.entries(built.metafile.outputs).find(([, o]) => o.entryPoint === file);
+  if (!entry) return true;
+  return sourcesOf(entry[0]).some((input) => !input.includes("node_modules") && namesStore(input));
+}
+
+/**
+ * The sources in a bundle: its own, and those of the shared chunks it imports (what esbuild's
+ * splitting moved out of it), followed import by import.
+ */
+function sourcesOf(outputPath, seen = new Set()) {
+  if (seen.has(outputPath)) return [];
+  seen.add(outputPath);
+  const output = built.metafile.outputs[outputPath];
+  if (!output) return [];
+  return [
+    ...Object.keys(output.inputs),
+    ...output.imports.filter((i) => !i.external).flatMap((i) => sourcesOf(i.path, seen)),
+  ];
 }
 
 /** Whether a source file names DATABASE_URL or REDIS_URL; each file is read once, however many bundles share it. */
@@ -197,6 +213,12 @@ const groups = [];
 }
 // Longest first: with a long group started last, one core would sit idle at the end.
 const queue = [...groups].sort((a, b) => b.ms - a.ms);
+if (process.env.TEST_LIST === "1") {
+  for (const g of queue) console.log(`${(g.ms / 1000).toFixed(0).padStart(4)} s  ${g.files.join(" ")}`);
+  console.log(`${chosen.length} files in ${groups.length} processes`);
+  rmSync(OUT, { recursive: true, force: true });
+  process.exit(0);
+}
 
 const measureCpu = process.env.TEST_CPU === "1";
 const CPU_MARK = "\n@@test-cpu@@ ";

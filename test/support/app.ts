@@ -70,29 +70,152 @@ export interface TestDb {
  */
 export async function openTestDb(options: { until?: string } = {}): Promise<TestDb> {
   const url = process.env.DATABASE_URL;
-  if (!url) {
-    if (options.until !== undefined) {
+  if (options.until !== undefined) {
+    // Yesterday's schema, for a migration's test: never one of the spare stores below.
+    if (!url) {
       const db = await openPglite("memory://");
       await migrate(db, options);
       return { db, schema: null, drop: () => db.close() };
     }
+    const schema = `t_${randomBytes(6).toString("hex")}`;
+    const db = await openPostgres({ url, schema });
+    await migrate(db, options);
+    return { db, schema, drop: () => dropSchema(db, schema) };
+  }
+  const spare = spareStores.pop();
+  if (spare?.kind === "pglite") return reusable(spare.db, null);
+  if (spare?.kind === "postgres")
+    return reusable(await openPostgres({ url: url!, schema: spare.schema }), spare.schema);
+  if (!url) {
     const db = await openPglite("memory://", {
       loadDataDir: await migratedTemplate(),
       settings: TEST_PGLITE_SETTINGS,
     });
-    return { db, schema: null, drop: () => db.close() };
+    return reusable(db, null);
   }
   const schema = `t_${randomBytes(6).toString("hex")}`;
   const db = await openPostgres({ url, schema });
-  await migrate(db, options);
+  await migrate(db);
+  return reusable(db, schema);
+}
+
+async function dropSchema(db: Db, schema: string): Promise<void> {
+  await db.query(`DROP SCHEMA ${schema} CASCADE`);
+  await db.close();
+}
+
+/**
+ * Stores given back (drop) are emptied and kept for this process's next openTestDb. The suite runs
+ * several test files to a process (scripts/run-tests.mjs), and a new store per app cost a new
+ * PGlite instance from the template (about 0.8 s of CPU) or a new schema with every migration
+ * (about 1 s); emptying one is a TRUNCATE of its tables. A store is kept only if its schema is
+ * still exactly the migrated one (schemaFingerprint): one whose test renamed a table, dropped a
+ * function or disabled a trigger is closed (its schema dropped) as before, and so is one whose
+ * emptying fails (a test closed it, say). PostgreSQL schemas are kept by name, their connections
+ * closed, so that no session state (settings, locks, listeners) reaches the next test; PGlite has
+ * one session, reset with it.
+ */
+type Spare = { kind: "pglite"; db: Db } | { kind: "postgres"; schema: string };
+const spareStores: Spare[] = [];
+let migratedFingerprint: Promise<string> | null = null;
+
+async function reusable(db: Db, schema: string | null): Promise<TestDb> {
+  // The first store of the process is as the migrations left it: its fingerprint is the reference.
+  migratedFingerprint ??= schemaFingerprint(db);
+  const fingerprint = await migratedFingerprint;
+  closeSparesAtExit();
   return {
     db,
     schema,
     async drop() {
-      await db.query(`DROP SCHEMA ${schema} CASCADE`);
-      await db.close();
+      let spare: Spare | null = null;
+      try {
+        if ((await schemaFingerprint(db)) === fingerprint) {
+          await emptyStore(db);
+          spare = schema === null ? { kind: "pglite", db } : { kind: "postgres", schema };
+        }
+      } catch {
+        // Not reusable (closed, or broken by its test): closed below as any other store.
+      }
+      if (spare?.kind === "pglite") {
+        spareStores.push(spare);
+        return;
+      }
+      if (spare?.kind === "postgres") {
+        await db.close();
+        spareStores.push(spare);
+        return;
+      }
+      if (schema === null) await db.close();
+      else await dropSchema(db, schema);
     },
   };
+}
+
+/**
+ * When the process has nothing left to do, the spare stores are closed and their schemas dropped
+ * (the event fires again once that is done, with nothing spare left).
+ */
+let closingAtExit = false;
+function closeSparesAtExit(): void {
+  if (closingAtExit) return;
+  closingAtExit = true;
+  process.on("beforeExit", () => {
+    const spares = spareStores.splice(0);
+    if (spares.length === 0) return;
+    void Promise.all(
+      spares.map(async (spare) => {
+        if (spare.kind === "pglite") return spare.db.close();
+        const db = await openPostgres({ url: process.env.DATABASE_URL!, schema: spare.schema });
+        await dropSchema(db, spare.schema);
+      }),
+    ).catch((err) => console.error("closing the spare test stores:", err));
+  });
+}
+
+/** The shape of the store's schema: tables, columns, constraints, functions' bodies and triggers. */
+async function schemaFingerprint(db: Db): Promise<string> {
+  const rows = await db.query<{ f: string }>(
+    `SELECT md5(string_agg(x, E'\n' ORDER BY x)) AS f FROM (
+       SELECT 'r ' || relname || ' ' || relkind::text || ' ' || coalesce(array_to_string(reloptions, ','), '')
+         FROM pg_class WHERE relnamespace = current_schema()::regnamespace
+       UNION ALL
+       SELECT 'a ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull::text
+         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = current_schema()::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+       UNION ALL
+       SELECT 'c ' || conname || ' ' || pg_get_constraintdef(oid)
+         FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+       UNION ALL
+       SELECT 'f ' || proname || ' ' || md5(prosrc) FROM pg_proc WHERE pronamespace = current_schema()::regnamespace
+       UNION ALL
+       SELECT 't ' || c.relname || ' ' || t.tgname || ' ' || t.tgenabled::text
+         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+         WHERE c.relnamespace = current_schema()::regnamespace
+     ) s(x)`,
+  );
+  return rows[0]!.f;
+}
+
+/** Every table emptied (the migrator's own two aside) and every sequence back at its start. */
+async function emptyStore(db: Db): Promise<void> {
+  const tables = await db.query<{ name: string }>(
+    `SELECT quote_ident(relname) AS name FROM pg_class
+     WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p')
+       AND relname NOT IN ('schema_migrations', 'schema_functions')`,
+  );
+  const sequences = await db.query<{ name: string }>(
+    `SELECT quote_ident(relname) AS name FROM pg_class
+     WHERE relnamespace = current_schema()::regnamespace AND relkind = 'S'`,
+  );
+  await db.transaction(async (tx) => {
+    await tx.query(`TRUNCATE ${tables.map((t) => t.name).join(", ")} RESTART IDENTITY CASCADE`);
+    for (const s of sequences) await tx.query(`ALTER SEQUENCE ${s.name} RESTART`);
+  });
+  if (db.kind === "pglite") {
+    // The one session's state: settings a test changed, advisory locks it kept, channels it listened on.
+    for (const sql of ["RESET ALL", "SELECT pg_advisory_unlock_all()", "UNLISTEN *"]) await db.query(sql);
+  }
 }
 
 /**
@@ -100,7 +223,14 @@ export async function openTestDb(options: { until?: string } = {}): Promise<Test
  * connections' shared memory, in a process that has one connection) cost most of the ~1.9 s of
  * CPU its start took; with these it starts in ~0.8 s (measured on this 2-core machine).
  */
-const TEST_PGLITE_SETTINGS = { shared_buffers: "8MB", max_connections: "5", wal_buffers: "1MB" };
+const TEST_PGLITE_SETTINGS = {
+  shared_buffers: "8MB",
+  max_connections: "5",
+  wal_buffers: "1MB",
+  // Started from a data folder, PostgreSQL arms a 10-second startup-progress timer that PGlite
+  // keeps re-arming: a store left open kept its test file's process alive until the file timeout.
+  log_startup_progress_interval: "0",
+};
 
 /**
  * One migrated embedded database for the whole run, copied for each store (see dumpPglite). The
