@@ -21,7 +21,7 @@
 // and what it printed is shown. The run ends with the totals and the slowest files.
 //
 //   node scripts/run-tests.mjs [files…]
-//   TEST_CONCURRENCY=n      test files run at once (default 2)
+//   TEST_CONCURRENCY=n      test processes run at once (default 2)
 //   TEST_FILE_TIMEOUT_MS=n  longest a test process may run (default 15 minutes)
 //   TEST_GROUP_SECONDS=n    recorded seconds of files run in one process (default 45; 0: one file
 //                           per process)
@@ -125,7 +125,7 @@ const built = await build({
  * store-dependent ones again on PostgreSQL + Redis: the rest would repeat the same run.
  */
 function storeDependent(file) {
-  if (/^\/\/ test-scope: store-free\b/.test(readFileSync(join(ROOT, file), "utf8"))) return false;
+  if (firstLineSays(file, "test-scope: store-free")) return false;
   const entry = Object.entries(built.metafile.outputs).find(([, o]) => o.entryPoint === file);
   if (!entry) return true;
   return sourcesOf(entry[0]).some((input) => !input.includes("node_modules") && namesStore(input));
@@ -144,6 +144,11 @@ function sourcesOf(outputPath, seen = new Set()) {
     ...Object.keys(output.inputs),
     ...output.imports.filter((i) => !i.external).flatMap((i) => sourcesOf(i.path, seen)),
   ];
+}
+
+/** Whether a test file's first line is the comment `// <marker>` (followed by why). */
+function firstLineSays(file, marker) {
+  return new RegExp(`^// ${marker}\\b`).test(readFileSync(join(ROOT, file), "utf8"));
 }
 
 /** Whether a source file names DATABASE_URL or REDIS_URL; each file is read once, however many bundles share it. */
@@ -189,9 +194,7 @@ const expected = (file) => known[file] ?? 60_000;
  * its first line: `// test-process: own — why`.
  */
 const groupMs = Number(process.env.TEST_GROUP_SECONDS ?? 45) * 1000;
-function ownProcess(file) {
-  return /^\/\/ test-process: own\b/m.test(readFileSync(join(ROOT, file), "utf8").split("\n", 3).join("\n"));
-}
+const ownProcess = (file) => firstLineSays(file, "test-process: own");
 const groups = [];
 {
   const open = [];

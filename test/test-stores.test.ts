@@ -6,14 +6,15 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import type { Queryable } from "../src/db/db.ts";
 import { openTestDb, seedProject, startTestApp } from "./support/app.ts";
 
-async function count(db: { query: <T>(sql: string) => Promise<T[]> }, table: string): Promise<number> {
+async function count(db: Queryable, table: string): Promise<number> {
   const rows = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
   return rows[0]!.n;
 }
 
-async function currentSchema(db: { query: <T>(sql: string) => Promise<T[]> }): Promise<string> {
+async function currentSchema(db: Queryable): Promise<string> {
   return (await db.query<{ s: string }>("SELECT current_schema() AS s"))[0]!.s;
 }
 

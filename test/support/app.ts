@@ -77,9 +77,7 @@ export async function openTestDb(options: { until?: string } = {}): Promise<Test
       await migrate(db, options);
       return { db, schema: null, drop: () => db.close() };
     }
-    const schema = `t_${randomBytes(6).toString("hex")}`;
-    const db = await openPostgres({ url, schema });
-    await migrate(db, options);
+    const { db, schema } = await migratedSchema(url, options);
     return { db, schema, drop: () => dropSchema(db, schema) };
   }
   const spare = spareStores.pop();
@@ -93,10 +91,19 @@ export async function openTestDb(options: { until?: string } = {}): Promise<Test
     });
     return reusable(db, null);
   }
+  const { db, schema } = await migratedSchema(url);
+  return reusable(db, schema);
+}
+
+/** A new schema of its own in the real PostgreSQL, migrated (up to `until`, if given). */
+async function migratedSchema(
+  url: string,
+  options: { until?: string } = {},
+): Promise<{ db: Db; schema: string }> {
   const schema = `t_${randomBytes(6).toString("hex")}`;
   const db = await openPostgres({ url, schema });
-  await migrate(db);
-  return reusable(db, schema);
+  await migrate(db, options);
+  return { db, schema };
 }
 
 async function dropSchema(db: Db, schema: string): Promise<void> {
@@ -128,25 +135,13 @@ async function reusable(db: Db, schema: string | null): Promise<TestDb> {
     db,
     schema,
     async drop() {
-      let spare: Spare | null = null;
-      try {
-        if ((await schemaFingerprint(db)) === fingerprint) {
-          await emptyStore(db);
-          spare = schema === null ? { kind: "pglite", db } : { kind: "postgres", schema };
+      if (await emptiedForReuse(db, fingerprint)) {
+        if (schema === null) spareStores.push({ kind: "pglite", db });
+        else {
+          await db.close();
+          spareStores.push({ kind: "postgres", schema });
         }
-      } catch {
-        // Not reusable (closed, or broken by its test): closed below as any other store.
-      }
-      if (spare?.kind === "pglite") {
-        spareStores.push(spare);
-        return;
-      }
-      if (spare?.kind === "postgres") {
-        await db.close();
-        spareStores.push(spare);
-        return;
-      }
-      if (schema === null) await db.close();
+      } else if (schema === null) await db.close();
       else await dropSchema(db, schema);
     },
   };
@@ -195,6 +190,20 @@ async function schemaFingerprint(db: Db): Promise<string> {
      ) s(x)`,
   );
   return rows[0]!.f;
+}
+
+/**
+ * Whether the store's schema is still the migrated one and it could be emptied; false for one
+ * closed or broken by its test, which is then closed as any other store.
+ */
+async function emptiedForReuse(db: Db, migrated: string): Promise<boolean> {
+  try {
+    if ((await schemaFingerprint(db)) !== migrated) return false;
+    await emptyStore(db);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Every table emptied (the migrator's own two aside) and every sequence back at its start. */

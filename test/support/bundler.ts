@@ -62,16 +62,11 @@ export interface Bundler {
   stop(): Promise<void>;
 }
 
-/** A funded anvil development account's private key. */
-export function anvilPrivateKey(addressIndex: number): Hex {
-  return devWalletKey(addressIndex);
-}
-
 export async function startBundler(options: StartBundlerOptions): Promise<Bundler> {
   if (options.entryPoints.length === 0) throw new Error("startBundler: no entry points");
   const port = await freePort();
-  const executorKeys = options.executorPrivateKeys ?? [anvilPrivateKey(BUNDLER_EXECUTOR_ACCOUNT_INDEX)];
-  const utilityKey = options.utilityPrivateKey ?? anvilPrivateKey(BUNDLER_UTILITY_ACCOUNT_INDEX);
+  const executorKeys = options.executorPrivateKeys ?? [devWalletKey(BUNDLER_EXECUTOR_ACCOUNT_INDEX)];
+  const utilityKey = options.utilityPrivateKey ?? devWalletKey(BUNDLER_UTILITY_ACCOUNT_INDEX);
   const cli = altoCli();
   const flags: Record<string, string> = {
     "rpc-url": options.rpcUrl,
