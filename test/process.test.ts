@@ -43,6 +43,7 @@ const { tempDir, startServer, dataDirWithDb, freshDatabase } = processFixture();
 /** The run ended with exactly one fatal line matching `pattern`, the exit code, and no stack trace anywhere. */
 function assertOneFailure(result: Awaited<ReturnType<typeof runToExit>>, code: number, pattern: RegExp) {
   const text = `${result.lines.map((l) => l.raw ?? JSON.stringify(l)).join("\n")}\n${result.stderr}`;
+  assert.ok(!result.timedOut, `the server was still running when the test gave up on it:\n${text}`);
   assert.equal(result.code, code, text);
   const fatal = result.lines.filter((l) => l.level === 60);
   assert.equal(fatal.length, 1, `one fatal line:\n${text}`);
@@ -55,10 +56,11 @@ function assertOneFailure(result: Awaited<ReturnType<typeof runToExit>>, code: n
   return fatal[0]!;
 }
 
-// The cases run side by side (each start-up is a second or two of one process's CPU): none shares
-// a port, a directory or a server with another, and none registers in `started`, which afterEach
-// empties after every test.
-describe("start-up failures: one log line, a non-zero exit, no stack trace", { concurrency: true }, () => {
+// The cases run three at a time (each start-up is a second or two of one process's CPU): none
+// shares a port, a directory or a server with another, and none registers in `started`, which
+// afterEach empties after every test. All ten at once, beside CI's other test processes, starved
+// each other past runToExit's bound.
+describe("start-up failures: one log line, a non-zero exit, no stack trace", { concurrency: 3 }, () => {
   it("a bad setting exits 2 naming the variable", async () => {
     const result = await runToExit({ DATA_DIR: tempDir(), PORT: "70000" });
     const line = assertOneFailure(result, 2, /^invalid configuration: PORT: must be between 0 and 65535$/);

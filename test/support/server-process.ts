@@ -183,13 +183,22 @@ export async function startServer(env: Record<string, string | undefined> = {}):
   return server;
 }
 
-/** Runs the server to its exit (a start-up failure) and returns what it said. */
-export async function runToExit(env: Record<string, string | undefined>, timeoutMs = 60_000) {
+/**
+ * Runs the server to its exit (a start-up failure) and returns what it said. A server still running
+ * after `timeoutMs` is killed and reported as `timedOut`: a start-up failure takes seconds alone,
+ * but in CI ten of them start at once beside three test processes on two cores (one took over the
+ * former 60 s bound there on Node 24, and its SIGKILL read as a wrong exit code).
+ */
+export async function runToExit(env: Record<string, string | undefined>, timeoutMs = 180_000) {
   const server = await startServer(env);
-  const timer = setTimeout(() => server.kill("SIGKILL"), timeoutMs);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    server.kill("SIGKILL");
+  }, timeoutMs);
   const { code, signal } = await server.exited;
   clearTimeout(timer);
-  return { code, signal, lines: server.lines, stderr: server.stderr(), pid: server.pid };
+  return { code, signal, timedOut, lines: server.lines, stderr: server.stderr(), pid: server.pid };
 }
 
 /** A stack trace line, as Node prints them. */
