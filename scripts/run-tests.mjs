@@ -28,6 +28,8 @@
 //   TEST_TIMINGS_SAVE=1     after a run of every file, write its timings to test/timings.json
 //   TEST_SCOPE=store        only the files whose outcome the store can change (CI's second pass;
 //                           see storeDependent below)
+//   TEST_ALSO="files…"      with TEST_SCOPE=store, these files run too whatever their scope (CI's
+//                           second pass runs on Node 24 and takes the runtime's own tests with it)
 //   TEST_KEEP_BUILD=1       keep this run's bundles (to run one under --cpu-prof, say); a later
 //                           run clears them
 //   TEST_LIST=1             print the processes and their files, run nothing
@@ -167,7 +169,20 @@ if (scope !== "all" && scope !== "store") {
   console.error(`TEST_SCOPE must be "all" or "store", not ${JSON.stringify(scope)}`);
   process.exit(2);
 }
-const storeFree = scope === "store" ? files.filter((f) => !storeDependent(f)) : [];
+const also = (process.env.TEST_ALSO ?? "")
+  .split(/\s+/)
+  .filter((f) => f !== "")
+  .map((f) => relative(ROOT, resolve(f)));
+const unknown = also.filter((f) => !files.includes(f));
+if (scope !== "store" && also.length > 0) {
+  console.error("TEST_ALSO adds files to TEST_SCOPE=store only");
+  process.exit(2);
+}
+if (unknown.length > 0) {
+  console.error(`TEST_ALSO names files this run does not have: ${unknown.join(", ")}`);
+  process.exit(2);
+}
+const storeFree = scope === "store" ? files.filter((f) => !also.includes(f) && !storeDependent(f)) : [];
 const chosen = files.filter((f) => !storeFree.includes(f));
 if (storeFree.length > 0) {
   console.log(
