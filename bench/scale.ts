@@ -47,11 +47,14 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * report), RETENTION_BATCH_SIZE (1,000, the service's default), SCALE_DATABASE_URL (a server to
  * create the run's database on instead of one of its own: its autovacuum settings are its own),
  * SCALE_KEEP=1 (with SCALE_DATABASE_URL: keep that database afterwards, to look at plans),
- * SCALE_FILLFACTOR=table:percent (try a fillfactor before seeding, before making it a migration).
+ * SCALE_FILLFACTOR=table:percent (try a fillfactor before seeding, before making it a migration),
+ * SCALE_SETTLE (each: a transaction per settled operation, as the watcher; block: one per block).
  */
 
 const ops = Number(process.env.SCALE_OPS ?? 10_000_000);
 const batch = Number(process.env.SCALE_BATCH ?? 50);
+const settleMode = process.env.SCALE_SETTLE ?? "each";
+if (settleMode !== "each" && settleMode !== "block") throw new Error("SCALE_SETTLE is each or block");
 const runs = Number(process.env.SCALE_RUNS ?? 20);
 const extraProjects = Number(process.env.SCALE_PROJECTS ?? 20);
 const SENDERS = 50_000;
@@ -90,7 +93,7 @@ async function main() {
   let db: Db | null = null;
   try {
     console.log(
-      `bench:scale ${runId}: ${ops.toLocaleString("en")} operations, database ${database.created ?? "(given)"}${cluster ? ` on a server of its own (port ${cluster.port}, autovacuum ${await setting(database.url, "autovacuum")})` : ""}`,
+      `bench:scale ${runId}: ${ops.toLocaleString("en")} operations, database ${database.created ?? "(given)"}${cluster ? ` on a server of its own (port ${cluster.port}, autovacuum ${await setting(database.url, "autovacuum")})` : ""}; settled ${settleMode === "each" ? "a transaction per operation" : "a transaction per block"}`,
     );
     service = await startChild({
       name: "service",
@@ -126,6 +129,7 @@ async function main() {
     // A storage setting to try before it becomes a migration: "table:fillfactor", e.g. sponsorships:65.
     const fill = process.env.SCALE_FILLFACTOR?.match(/^([a-z_]+):(\d{2,3})$/);
     if (fill) await db.query(`ALTER TABLE ${fill[1]} SET (fillfactor = ${Number(fill[2])})`);
+    await db.query(settleEachProcedure);
     await seed(db, projectId, runId);
     for (let i = 0; i < extraProjects; i++) {
       await creditDeposit(db, {
@@ -217,8 +221,9 @@ function targetOf(i: number): string {
  *   batches of SCALE_BATCH with a client nonce, a request digest and the stored response each;
  * - each batch then settled 30 s later as one block: the rows `recordOperation` and `billOperation`
  *   write for each operation (its chain_operations row with its billing, the sponsorship marked
- *   settled, a `settle` entry, the balance and daily usage moved), one statement per table for
- *   the block, in one transaction; 2 % of operations revert;
+ *   settled, a `settle` entry, the balance and daily usage moved), each operation in a transaction
+ *   of its own as the watcher does (settleEach; SCALE_SETTLE=block: the block in one transaction,
+ *   one statement per table); 2 % of operations revert;
  * - every simulated 10 minutes (the maintenance interval is 1 minute; the batches it clears are
  *   the same rows), the retention jobs (batches of RETENTION_BATCH_SIZE) forget the replays older
  *   than 24 hours (`forgetExpiredReplays`) and fold the paid operations older than 7 days into
@@ -350,7 +355,8 @@ async function lifecycleStep(
   const refused = outcomes.find((o) => o.kind !== "reserved");
   if (refused) throw new Error(`a seeded reservation was refused: ${JSON.stringify(refused)}`);
   t0 = performance.now();
-  await settleBlock(db, projectId, from, to, atMs + 30_000);
+  if (settleMode === "each") await settleEach(db, projectId, from, to, atMs + 30_000);
+  else await settleBlock(db, projectId, from, to, atMs + 30_000);
   phases.settle += performance.now() - t0;
   t0 = performance.now();
   // The service flushes about once a second, a few batches of operations at production's pace.
@@ -364,7 +370,57 @@ async function lifecycleStep(
 /** Where the seeding's time went (ms), printed with its total. */
 const phases = { reserve: 0, settle: 0, refusals: 0, retention: 0 };
 
-/** One block's settlements, with the same row writes as recordOperation and billOperation. */
+/**
+ * The settlement watcher records and bills each operation in a transaction of its own
+ * (settlement/watcher.ts: applyEffects per operation), so the bench does too: the procedure below
+ * writes, for each operation of the block, what settleBlock writes for the block, and commits
+ * after each. It runs in the database (CALL outside a transaction may COMMIT), so the seeding
+ * does not pay a round trip per statement. One transaction per operation matters for the bytes:
+ * a settlement rewrites its sponsorship row, and the new version can stay on its page (HOT, no new
+ * index entries) only where the page has room, which it has once the versions earlier
+ * transactions left there are pruned; a transaction settling a whole block leaves every row of
+ * its pages two versions at once. SCALE_SETTLE=block settles a block in one transaction instead,
+ * as the bench did until 2026-11-27.
+ */
+async function settleEach(db: Db, projectId: string, from: number, to: number, atMs: number) {
+  await db.query("CALL bench_settle_each($1, $2, $3, $4)", [projectId, from, to, new Date(atMs)]);
+}
+
+const settleEachProcedure = `
+CREATE OR REPLACE PROCEDURE bench_settle_each(p_project text, p_from bigint, p_to bigint, p_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_refund numeric;
+  v_ref text;
+BEGIN
+  FOR v_seq IN p_from..p_to LOOP
+    WITH s AS (
+      UPDATE sponsorships SET status = CASE WHEN seq % 50 = 0 THEN 'reverted' ELSE 'success' END,
+        actual_gas = 90000 + seq % 1000, actual_gas_cost = 90000000000000 + seq % 1000,
+        tx_hash = decode(md5('t' || p_from) || md5(p_from || 't'), 'hex'),
+        user_op_hash = decode(md5('u' || seq) || md5(seq || 'u'), 'hex'), settled_at = p_at
+      WHERE project_id = p_project AND seq = v_seq AND status = 'pending'
+      RETURNING auth_id, seq, sender, paymaster, status, actual_gas, max_gas_cost - actual_gas_cost AS refund,
+        actual_gas_cost, tx_hash, user_op_hash),
+    o AS (
+      INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
+          user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
+          billed, unbilled_reason, project_id, created_at)
+      SELECT 14601, decode(md5('b' || p_from) || md5(p_from || 'b'), 'hex'), s.seq - p_from, p_from,
+        s.tx_hash, decode(substr(s.paymaster, 3), 'hex'), s.user_op_hash, decode(substr(s.sender, 3), 'hex'),
+        decode(substr(s.auth_id, 3), 'hex'), s.status = 'success', false, s.actual_gas,
+        s.actual_gas_cost, s.actual_gas_cost, NULL, p_project, p_at
+      FROM s)
+    SELECT s.refund, s.auth_id INTO v_refund, v_ref FROM s;
+    IF v_ref IS NOT NULL THEN
+      PERFORM ledger_move(p_project, 14601, 'settle', ARRAY[v_refund], ARRAY[v_ref]);
+      PERFORM daily_usage_adjust(p_project, 14601, ((p_at - interval '30 seconds') AT TIME ZONE 'UTC')::date, -v_refund);
+    END IF;
+    COMMIT;
+  END LOOP;
+END $$`;
+
+/** One block's settlements in one transaction, with the same row writes as recordOperation and billOperation. */
 async function settleBlock(db: Db, projectId: string, from: number, to: number, atMs: number) {
   const at = new Date(atMs);
   await db.transaction(async (tx) => {
