@@ -129,7 +129,7 @@ async function main() {
     // A storage setting to try before it becomes a migration: "table:fillfactor", e.g. sponsorships:65.
     const fill = process.env.SCALE_FILLFACTOR?.match(/^([a-z_]+):(\d{2,3})$/);
     if (fill) await db.query(`ALTER TABLE ${fill[1]} SET (fillfactor = ${Number(fill[2])})`);
-    await db.query(settleEachProcedure);
+    await db.query(settleProcedure);
     await seed(db, projectId, runId);
     for (let i = 0; i < extraProjects; i++) {
       await creditDeposit(db, {
@@ -222,7 +222,7 @@ function targetOf(i: number): string {
  * - each batch then settled 30 s later as one block: the rows `recordOperation` and `billOperation`
  *   write for each operation (its chain_operations row with its billing, the sponsorship marked
  *   settled, a `settle` entry, the balance and daily usage moved), each operation in a transaction
- *   of its own as the watcher does (settleEach; SCALE_SETTLE=block: the block in one transaction,
+ *   of its own as the watcher does (settle; SCALE_SETTLE=block: the block in one transaction,
  *   one statement per table); 2 % of operations revert;
  * - every simulated 10 minutes (the maintenance interval is 1 minute; the batches it clears are
  *   the same rows), the retention jobs (batches of RETENTION_BATCH_SIZE) forget the replays older
@@ -355,8 +355,7 @@ async function lifecycleStep(
   const refused = outcomes.find((o) => o.kind !== "reserved");
   if (refused) throw new Error(`a seeded reservation was refused: ${JSON.stringify(refused)}`);
   t0 = performance.now();
-  if (settleMode === "each") await settleEach(db, projectId, from, to, atMs + 30_000);
-  else await settleBlock(db, projectId, from, to, atMs + 30_000);
+  await settle(db, projectId, from, to, atMs + 30_000);
   phases.settle += performance.now() - t0;
   t0 = performance.now();
   // The service flushes about once a second, a few batches of operations at production's pace.
@@ -371,35 +370,47 @@ async function lifecycleStep(
 const phases = { reserve: 0, settle: 0, refusals: 0, retention: 0 };
 
 /**
+ * A block's settlements, with the same row writes as recordOperation and billOperation for each
+ * operation: its chain_operations row with its billing, the sponsorship marked settled, a `settle`
+ * entry and the balance through ledger_move, the daily usage given back.
+ *
  * The settlement watcher records and bills each operation in a transaction of its own
- * (settlement/watcher.ts: applyEffects per operation), so the bench does too: the procedure below
- * writes, for each operation of the block, what settleBlock writes for the block, and commits
- * after each. It runs in the database (CALL outside a transaction may COMMIT), so the seeding
- * does not pay a round trip per statement. One transaction per operation matters for the bytes:
- * a settlement rewrites its sponsorship row, and the new version can stay on its page (HOT, no new
- * index entries) only where the page has room, which it has once the versions earlier
- * transactions left there are pruned; a transaction settling a whole block leaves every row of
- * its pages two versions at once. SCALE_SETTLE=block settles a block in one transaction instead,
- * as the bench did until 2026-11-27.
+ * (settlement/watcher.ts: applyEffects per operation), and so does the bench by default: the
+ * procedure below commits after each operation (CALL outside a transaction may COMMIT), in the
+ * database, so the seeding pays no round trip per statement. One transaction per operation matters
+ * for the bytes: a settlement rewrites its sponsorship row, and the new version can stay on its
+ * page (HOT, no new index entries) only where the page has room, which it has once the versions
+ * earlier transactions left there are pruned; a transaction settling a whole block leaves every
+ * row of its pages two versions at once. SCALE_SETTLE=block settles the block in one transaction
+ * (one statement per table), as the bench did until 2026-11-27.
  */
-async function settleEach(db: Db, projectId: string, from: number, to: number, atMs: number) {
-  await db.query("CALL bench_settle_each($1, $2, $3, $4)", [projectId, from, to, new Date(atMs)]);
+async function settle(db: Db, projectId: string, from: number, to: number, atMs: number) {
+  await db.query("CALL bench_settle($1, $2, $3, $4, $5)", [
+    projectId,
+    from,
+    to,
+    new Date(atMs),
+    settleMode === "each",
+  ]);
 }
 
-const settleEachProcedure = `
-CREATE OR REPLACE PROCEDURE bench_settle_each(p_project text, p_from bigint, p_to bigint, p_at timestamptz)
+const settleProcedure = `
+CREATE OR REPLACE PROCEDURE bench_settle(p_project text, p_from bigint, p_to bigint, p_at timestamptz, p_each boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_refund numeric;
-  v_ref text;
+  v_last bigint;
+  v_refunds numeric[];
+  v_refs text[];
 BEGIN
-  FOR v_seq IN p_from..p_to LOOP
+  -- Each operation of the block in a transaction of its own, or the whole block in one.
+  FOR v_first IN p_from..p_to LOOP
+    v_last := CASE WHEN p_each THEN v_first ELSE p_to END;
     WITH s AS (
       UPDATE sponsorships SET status = CASE WHEN seq % 50 = 0 THEN 'reverted' ELSE 'success' END,
         actual_gas = 90000 + seq % 1000, actual_gas_cost = 90000000000000 + seq % 1000,
         tx_hash = decode(md5('t' || p_from) || md5(p_from || 't'), 'hex'),
         user_op_hash = decode(md5('u' || seq) || md5(seq || 'u'), 'hex'), settled_at = p_at
-      WHERE project_id = p_project AND seq = v_seq AND status = 'pending'
+      WHERE project_id = p_project AND seq BETWEEN v_first AND v_last AND status = 'pending'
       RETURNING auth_id, seq, sender, paymaster, status, actual_gas, max_gas_cost - actual_gas_cost AS refund,
         actual_gas_cost, tx_hash, user_op_hash),
     o AS (
@@ -410,55 +421,17 @@ BEGIN
         s.tx_hash, decode(substr(s.paymaster, 3), 'hex'), s.user_op_hash, decode(substr(s.sender, 3), 'hex'),
         decode(substr(s.auth_id, 3), 'hex'), s.status = 'success', false, s.actual_gas,
         s.actual_gas_cost, s.actual_gas_cost, NULL, p_project, p_at
-      FROM s)
-    SELECT s.refund, s.auth_id INTO v_refund, v_ref FROM s;
-    IF v_ref IS NOT NULL THEN
-      PERFORM ledger_move(p_project, 14601, 'settle', ARRAY[v_refund], ARRAY[v_ref]);
-      PERFORM daily_usage_adjust(p_project, 14601, ((p_at - interval '30 seconds') AT TIME ZONE 'UTC')::date, -v_refund);
+      FROM s ORDER BY s.seq)
+    SELECT array_agg(s.refund ORDER BY s.seq), array_agg(s.auth_id ORDER BY s.seq) INTO v_refunds, v_refs FROM s;
+    IF v_refs IS NOT NULL THEN
+      PERFORM ledger_move(p_project, 14601, 'settle', v_refunds, v_refs);
+      PERFORM daily_usage_adjust(p_project, 14601, ((p_at - interval '30 seconds') AT TIME ZONE 'UTC')::date,
+        -(SELECT sum(r) FROM unnest(v_refunds) r));
     END IF;
     COMMIT;
+    EXIT WHEN v_last = p_to;
   END LOOP;
 END $$`;
-
-/** One block's settlements in one transaction, with the same row writes as recordOperation and billOperation. */
-async function settleBlock(db: Db, projectId: string, from: number, to: number, atMs: number) {
-  const at = new Date(atMs);
-  await db.transaction(async (tx) => {
-    const [moved] = await tx.query<{ refund: string; refunds: string[]; refs: string[] }>(
-      `WITH s AS (
-         UPDATE sponsorships SET status = CASE WHEN seq % 50 = 0 THEN 'reverted' ELSE 'success' END,
-           actual_gas = 90000 + seq % 1000, actual_gas_cost = 90000000000000 + seq % 1000,
-           tx_hash = decode(md5('t' || $2::bigint) || md5($2::bigint || 't'), 'hex'),
-           user_op_hash = decode(md5('u' || seq) || md5(seq || 'u'), 'hex'), settled_at = $4
-         WHERE project_id = $1 AND seq BETWEEN $2 AND $3 AND status = 'pending'
-         RETURNING auth_id, seq, sender, paymaster, status, actual_gas, max_gas_cost - actual_gas_cost AS refund,
-           actual_gas_cost, tx_hash, user_op_hash),
-       o AS (
-         INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
-             user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
-             billed, unbilled_reason, project_id, created_at)
-         SELECT 14601, decode(md5('b' || $2::bigint) || md5($2::bigint || 'b'), 'hex'), s.seq - $2, $2,
-           s.tx_hash, decode(substr(s.paymaster, 3), 'hex'), s.user_op_hash, decode(substr(s.sender, 3), 'hex'),
-           decode(substr(s.auth_id, 3), 'hex'), s.status = 'success', false, s.actual_gas,
-           s.actual_gas_cost, s.actual_gas_cost, NULL, $1, $4
-         FROM s ORDER BY s.seq)
-       SELECT sum(refund)::text AS refund, array_agg(refund ORDER BY seq) AS refunds,
-         array_agg(auth_id ORDER BY seq) AS refs
-       FROM s`,
-      [projectId, from, to, at],
-    );
-    // The `settle` entries and the balance, through the ledger's one writer, as billOperation does.
-    await tx.query("SELECT ledger_move($1, 14601, 'settle', $2::numeric[], $3::text[])", [
-      projectId,
-      moved!.refunds,
-      moved!.refs,
-    ]);
-    await tx.query(
-      "SELECT daily_usage_adjust($1, 14601, ($2::timestamptz AT TIME ZONE 'UTC')::date, -$3::numeric)",
-      [projectId, new Date(atMs - 30_000), moved!.refund],
-    );
-  });
-}
 
 function hex32(seed: string): string {
   return createHash("sha256").update(seed).digest("hex");
