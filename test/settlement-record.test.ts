@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
+import type { Queryable } from "../src/db/db.ts";
 import { recordOperation } from "../src/settlement/store.ts";
 import {
   authorizeMint,
@@ -39,29 +40,43 @@ async function balanceOf(projectId: string): Promise<bigint> {
   return BigInt(row!.b);
 }
 
+/**
+ * What `work` adds to this transaction's counts of `table`. The transaction's view of them
+ * (pg_stat_xact_user_tables) also holds the same connection's earlier counts that were not flushed
+ * yet (a test before this one on a reused store, within the second PostgreSQL waits between
+ * flushes), so the counts are read before and after and the difference is the work's.
+ */
+async function countsAdded(
+  tx: Queryable,
+  table: string,
+  work: () => Promise<void>,
+): Promise<{ ins: number; upd: number; hot: number }> {
+  const counts = async () => {
+    const [row] = await tx.query<{ ins: string; upd: string; hot: string }>(
+      `SELECT n_tup_ins::text AS ins, n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot
+       FROM pg_stat_xact_user_tables WHERE relid = $1::regclass`,
+      [table],
+    );
+    return { ins: Number(row?.ins ?? 0), upd: Number(row?.upd ?? 0), hot: Number(row?.hot ?? 0) };
+  };
+  const before = await counts();
+  await work();
+  const after = await counts();
+  return { ins: after.ins - before.ins, upd: after.upd - before.upd, hot: after.hot - before.hot };
+}
+
 describe("recording a paid operation", () => {
   it("inserts its row once, with what was billed, and never updates it", async () => {
     const { p, authId } = await authorized();
     const op = paid(authId);
-    const updates = await t.db.transaction(async (tx) => {
-      // The transaction's view of the table's counts also holds the same connection's earlier
-      // counts that were not flushed yet (a test before this one on a reused store, within the
-      // second PostgreSQL waits between flushes): what recording adds is the difference.
-      const counts = async () => {
-        const [row] = await tx.query<{ ins: string; upd: string }>(
-          `SELECT n_tup_ins::text AS ins, n_tup_upd::text AS upd FROM pg_stat_xact_user_tables
-           WHERE relid = 'chain_operations'::regclass`,
-        );
-        return { ins: Number(row?.ins ?? 0), upd: Number(row?.upd ?? 0) };
-      };
-      const before = await counts();
-      const recorded = await recordOperation(tx, 14601, TEST_PAYMASTER, op);
-      assert.equal(recorded.billing?.kind, "charged");
-      const after = await counts();
-      return { ins: after.ins - before.ins, upd: after.upd - before.upd };
-    });
+    const added = await t.db.transaction((tx) =>
+      countsAdded(tx, "chain_operations", async () => {
+        const recorded = await recordOperation(tx, 14601, TEST_PAYMASTER, op);
+        assert.equal(recorded.billing?.kind, "charged");
+      }),
+    );
     // An insert followed by an update of the same row (the former way) would add an update here.
-    assert.deepEqual(updates, { ins: 1, upd: 0 });
+    assert.deepEqual({ ins: added.ins, upd: added.upd }, { ins: 1, upd: 0 });
     const [row] = await t.db.query<{ billed: string; project_id: string; unbilled_reason: string | null }>(
       "SELECT billed::text, project_id, unbilled_reason FROM chain_operations WHERE block_hash = decode(substr($1, 3), 'hex')",
       [op.blockHash],
@@ -83,19 +98,15 @@ describe("recording a paid operation", () => {
     }
     // And so the row's new version stays on its page (fillfactor leaves the room).
     const { authId } = await authorized();
-    const stats = await t.db.transaction(async (tx) => {
-      const recorded = await recordOperation(tx, 14601, TEST_PAYMASTER, paid(authId));
-      assert.equal(recorded.billing?.kind, "charged");
-      const [row] = await tx.query<{ upd: string; hot: string }>(
-        `SELECT n_tup_upd::text AS upd, n_tup_hot_upd::text AS hot FROM pg_stat_xact_user_tables
-         WHERE relid = 'sponsorships'::regclass`,
-      );
-      return row;
-    });
-    // PostgreSQL's transaction view can also hold the same connection's earlier, unflushed counts:
-    // every update it shows must be HOT, and this one among them.
-    assert.ok(Number(stats!.upd) >= 1, JSON.stringify(stats));
-    assert.equal(stats!.hot, stats!.upd, JSON.stringify(stats));
+    const stats = await t.db.transaction((tx) =>
+      countsAdded(tx, "sponsorships", async () => {
+        const recorded = await recordOperation(tx, 14601, TEST_PAYMASTER, paid(authId));
+        assert.equal(recorded.billing?.kind, "charged");
+      }),
+    );
+    // Every update recording made must be HOT, and there is at least this one.
+    assert.ok(stats.upd >= 1, JSON.stringify(stats));
+    assert.equal(stats.hot, stats.upd, JSON.stringify(stats));
   });
 
   it("two recorders of the same log at once charge it once and keep one row", async () => {
