@@ -9,6 +9,7 @@ import { benchDatabase } from "./database.ts";
 import { type LoadResult, runLoad } from "./load.ts";
 import { type Child, REPO_ROOT, startChild, storeCpuSince, storeCpuSnapshot } from "./processes.ts";
 import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } from "./seed.ts";
+import { type StatementLog, statementLog } from "./statements.ts";
 import { ownerCall, startBenchReceiver } from "./webhooks.ts";
 
 /**
@@ -30,7 +31,8 @@ import { ownerCall, startBenchReceiver } from "./webhooks.ts";
  *   BENCH_KEEP (keep the temporary data directory and logs), BENCH_JSON (write results there),
  *   BENCH_FRESH_DB=0 (use DATABASE_URL's database itself instead of a fresh one beside it),
  *   BENCH_SKIP_WEBHOOKS (skip the webhook scenarios: events subscribed, then an approval webhook),
- *   BENCH_SKIP_REFUSALS (skip the refused-requests scenario).
+ *   BENCH_SKIP_REFUSALS (skip the refused-requests scenario),
+ *   BENCH_PG_STATEMENTS=<file> (each scenario's top statements from pg_stat_statements, bench/statements.ts).
  */
 
 const USERS = 1_000;
@@ -45,6 +47,7 @@ const redisUrl = process.env.REDIS_URL || null;
 const store = databaseUrl ? "postgres" : "embedded";
 const limits = redisUrl ? "redis" : "memory";
 const clusterWorkers = Number(process.env.BENCH_WORKERS ?? 2);
+let statements: StatementLog | null = null;
 
 interface Row {
   scenario: string;
@@ -79,6 +82,7 @@ async function main() {
   delete baseEnv.REDIS_URL;
   if (redisUrl) baseEnv.REDIS_URL = redisUrl;
   const database = databaseUrl ? await benchDatabase(databaseUrl, runId) : null;
+  statements = statementLog(database?.url ?? null);
   if (database) baseEnv.DATABASE_URL = database.url;
 
   console.log(
@@ -185,6 +189,7 @@ async function main() {
     await chain.stop();
     if (process.env.BENCH_KEEP) console.log(`kept ${dataDir}`);
     else rmSync(dataDir, { recursive: true, force: true });
+    await statements?.close();
     await database?.drop().catch((err) => console.error(`could not drop the bench database: ${err}`));
   }
 }
@@ -348,6 +353,7 @@ async function scenario(
   const sampler = setInterval(() => {
     rssKb = Math.max(rssKb, target.rssKb());
   }, 250);
+  await statements?.reset();
   const result = await runLoad({
     url: target.baseUrl,
     path: "/sponsor/authorize",
@@ -371,6 +377,7 @@ async function scenario(
         1000) /
       responses,
   };
+  await statements?.write(name, responses);
   const row = { scenario: name, connections, result, cpuUs, rssMb: rssKb / 1024 };
   console.log(`  ${formatRow(row).join("  ")}`);
   const ended = target.exited();

@@ -60,9 +60,9 @@ export async function openPostgres(opts: PostgresOptions): Promise<Db> {
   // process. The pool has already dropped the client, and the next query connects anew.
   pool.on("error", () => {});
 
-  const query = async <T>(sql: string, params?: unknown[]) => {
+  const query = async <T>(sql: string, params?: unknown[], name?: string) => {
     try {
-      return (await pool.query(sql, params as unknown[])).rows as T[];
+      return (await pool.query(statement(sql, params, name))).rows as T[];
     } catch (err) {
       throw asUnavailable(err);
     }
@@ -78,6 +78,11 @@ export async function openPostgres(opts: PostgresOptions): Promise<Db> {
   };
 }
 
+/** A named statement is prepared once per connection by `pg` (Queryable.query's `name`). */
+function statement(text: string, values: unknown[] | undefined, name: string | undefined): pg.QueryConfig {
+  return { text, ...(values ? { values } : {}), ...(name ? { name } : {}) };
+}
+
 async function inTransaction<T>(pool: pg.Pool, fn: (tx: Queryable) => Promise<T>): Promise<T> {
   let client: pg.PoolClient;
   try {
@@ -91,9 +96,9 @@ async function inTransaction<T>(pool: pg.Pool, fn: (tx: Queryable) => Promise<T>
   const onError = () => {};
   client.on("error", onError);
   const tx: Queryable = {
-    async query<R>(sql: string, params?: unknown[]) {
+    async query<R>(sql: string, params?: unknown[], name?: string) {
       try {
-        return (await client.query(sql, params as unknown[])).rows as R[];
+        return (await client.query(statement(sql, params, name))).rows as R[];
       } catch (err) {
         throw asUnavailable(err);
       }

@@ -127,6 +127,7 @@ export async function reserveMany(
   }>(
     "SELECT idx, outcome, stored_digest, stored_response, call_index, refused_by FROM reserve_sponsorships($1, $2::jsonb, $3, $4)",
     [projectId, JSON.stringify(payload), new Date(nowMs), dryRun],
+    "reserve-sponsorships",
   );
   const outcomes: ReserveOutcome[] = new Array(items.length);
   for (const row of rows) outcomes[row.idx] = outcomeOf(row);

@@ -101,7 +101,7 @@ export async function claimDue(
     project_id: string;
     payload: unknown;
     created_at: Date;
-  }>(claim.text, claim.values);
+  }>(claim.text, claim.values, "webhook-claim");
   return rows.map((r) => ({
     id: r.id,
     attempt: r.attempts,
@@ -262,6 +262,7 @@ export async function recordAttempts(
       column((x) => x.result.startedAt),
       column((x) => x.result.latencyMs),
     ],
+    "webhook-record-attempts",
   );
   return rows.map((r) => r.moved);
 }

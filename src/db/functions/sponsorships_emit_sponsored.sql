@@ -2,12 +2,14 @@
 -- authorizations in one statement writes their events in one statement too (emit_events), and
 -- the outbox's fan-out trigger runs once for the batch.
 CREATE OR REPLACE FUNCTION sponsorships_emit_sponsored() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  v_projects text[] := ARRAY(SELECT DISTINCT project_id FROM new_rows);
 BEGIN
   -- A reservation's batch is one project's, and most projects subscribe to nothing: one cheap look
   -- for the batch's projects first, so that the statement below (planned again at every call,
   -- since it reads the transition table) runs only when someone listens. Without a subscriber the
   -- trigger cost 0.5 ms per batch of 25 before, 0.08 ms now (EXPLAIN ANALYZE, warm connection).
-  IF NOT webhook_subscribed_any(ARRAY(SELECT DISTINCT project_id FROM new_rows), 'sponsorship.sponsored') THEN
+  IF NOT webhook_subscribed_any(v_projects, 'sponsorship.sponsored') THEN
     RETURN NULL;
   END IF;
   PERFORM emit_events('sponsorship.sponsored', array_agg(n.project_id ORDER BY n.id), array_agg(jsonb_build_object(
@@ -24,7 +26,8 @@ BEGIN
       'validUntil', n.valid_until,
       'sponsoredAt', n.created_at) ORDER BY n.id))
     FROM new_rows n
-    WHERE webhook_subscribed(n.project_id, 'sponsorship.sponsored')
+    -- A batch of one project, as every reservation's is, was answered by the look above.
+    WHERE cardinality(v_projects) = 1 OR webhook_subscribed(n.project_id, 'sponsorship.sponsored')
     HAVING count(*) > 0;
   RETURN NULL;
 END $$;
