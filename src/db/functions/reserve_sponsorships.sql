@@ -46,10 +46,16 @@ DECLARE
   v_level smallint;
   v_counted jsonb;
   v_created timestamptz;
-  -- The batch's grants, written together after the loop; and its nonces, so that a nonce used
-  -- twice in one batch is a replay of the first use, as it is across batches.
-  v_grants jsonb := '[]'::jsonb;
-  v_batch_nonces jsonb := '{}'::jsonb;
+  -- The batch's grants, written together after the loop: their items' positions in p_items (idx)
+  -- and the policy windows each counted in; and its nonces with the position of their first use,
+  -- so that a nonce used twice in one batch is a replay of the first use, as it is across
+  -- batches. Arrays, not a growing jsonb: appending to a jsonb copies it whole, which made the
+  -- batch quadratic (issue 22: jsonb_concat was a tenth of PostgreSQL's CPU under the bench).
+  v_granted integer[] := '{}';
+  v_counts jsonb[] := '{}';
+  v_nonces text[] := '{}';
+  v_nonce_idx integer[] := '{}';
+  v_first integer;
   v_seq bigint;
   v_amounts numeric[];
   v_refs text[];
@@ -85,10 +91,11 @@ BEGIN
       paymaster text, valid_after bigint, valid_until bigint, response text, mode text, calls jsonb)
   LOOP
     IF it.nonce IS NOT NULL AND NOT p_dry THEN
-      IF v_batch_nonces ? it.nonce THEN
+      v_first := v_nonce_idx[array_position(v_nonces, it.nonce)];
+      IF v_first IS NOT NULL THEN
         idx := it.idx; outcome := 'replay';
-        stored_digest := v_batch_nonces -> it.nonce ->> 'digest';
-        stored_response := v_batch_nonces -> it.nonce ->> 'response';
+        stored_digest := p_items -> v_first ->> 'digest';
+        stored_response := p_items -> v_first ->> 'response';
         call_index := NULL; refused_by := NULL;
         RETURN NEXT;
         CONTINUE;
@@ -198,10 +205,11 @@ BEGIN
             || jsonb_build_object('rule', r.id, 'subject', v_subject, 'window_start', v_ws);
         END LOOP;
       END IF;
-      v_grants := v_grants || jsonb_build_array(to_jsonb(it) || jsonb_build_object('counted', v_counted));
+      v_granted := array_append(v_granted, it.idx);
+      v_counts := array_append(v_counts, v_counted);
       IF it.nonce IS NOT NULL THEN
-        v_batch_nonces := v_batch_nonces
-          || jsonb_build_object(it.nonce, jsonb_build_object('digest', it.digest, 'response', it.response));
+        v_nonces := array_append(v_nonces, it.nonce);
+        v_nonce_idx := array_append(v_nonce_idx, it.idx);
       END IF;
       v_taken := v_taken + it.cost;
       v_spent := v_spent + it.cost;
@@ -212,28 +220,33 @@ BEGIN
 
   -- One statement each for the batch's authorizations and ledger entries: the statement-level
   -- triggers on sponsorships (rollups, the sponsored event) then run once per batch.
-  IF jsonb_array_length(v_grants) > 0 THEN
+  IF cardinality(v_granted) > 0 THEN
     INSERT INTO sponsorships (auth_id, project_id, api_key_id, chain_id, sender, target, selector,
         estimated_gas, max_gas_cost, max_fee_per_gas, max_priority_fee_per_gas, paymaster,
         valid_after, valid_until, created_at, mode, calls, policy_usage, seq)
       SELECT g.auth_id, p_project, g.key_id, g.chain_id, g.sender, g.target, g.selector,
           g.gas, g.cost, g.max_fee, g.max_priority_fee, g.paymaster,
           g.valid_after, g.valid_until, p_now,
-          COALESCE(g.mode, 'call'), g.calls, g.counted, v_seq + row_number() OVER (ORDER BY g.idx)
-        FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text,
+          COALESCE(g.mode, 'call'), g.calls, c.counted, v_seq + c.nth
+        FROM unnest(v_granted, v_counts) WITH ORDINALITY AS c(idx, counted, nth)
+        JOIN jsonb_to_recordset(p_items) AS g(idx integer, auth_id text,
           key_id bigint, chain_id integer, sender text, target text, selector text, gas bigint,
           cost numeric, max_fee numeric, max_priority_fee numeric, paymaster text, valid_after bigint,
-          valid_until bigint, mode text, calls jsonb, counted jsonb)
-        ORDER BY g.idx;
-    INSERT INTO sponsorship_replays (project_id, client_nonce, auth_id, request_digest, response, created_at)
-      SELECT p_project, g.nonce, g.auth_id, g.digest, g.response, p_now
-        FROM jsonb_to_recordset(v_grants) AS g(nonce text, auth_id text, digest text, response text)
-        WHERE g.nonce IS NOT NULL;
+          valid_until bigint, mode text, calls jsonb) ON g.idx = c.idx
+        ORDER BY c.nth;
+    IF cardinality(v_nonces) > 0 THEN
+      INSERT INTO sponsorship_replays (project_id, client_nonce, auth_id, request_digest, response, created_at)
+        SELECT p_project, g.nonce, g.auth_id, g.digest, g.response, p_now
+          FROM unnest(v_nonce_idx) AS c(idx)
+          JOIN jsonb_to_recordset(p_items) AS g(idx integer, nonce text, auth_id text, digest text, response text)
+            ON g.idx = c.idx;
+    END IF;
     -- The batch's `reserve` entries and the balance they take, through the ledger's one writer.
     SELECT array_agg(-g.cost ORDER BY g.idx), array_agg(g.auth_id ORDER BY g.idx) INTO v_amounts, v_refs
-      FROM jsonb_to_recordset(v_grants) AS g(idx integer, auth_id text, cost numeric);
+      FROM jsonb_to_recordset(p_items) AS g(idx integer, auth_id text, cost numeric)
+      WHERE g.idx = ANY (v_granted);
     PERFORM ledger_move(p_project, v_chain, 'reserve', v_amounts, v_refs);
-    UPDATE projects SET sponsorships_seq = v_seq + jsonb_array_length(v_grants) WHERE id = p_project;
+    UPDATE projects SET sponsorships_seq = v_seq + cardinality(v_granted) WHERE id = p_project;
   END IF;
 
   IF v_taken > 0 THEN
