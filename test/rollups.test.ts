@@ -550,4 +550,42 @@ describe("analytics rollups", () => {
     assert.equal(o.totalGasSaved, "175");
     assert.deepEqual(o.topContracts, [{ address: TARGETS[0], calls: 25, gasUsed: "250" }]);
   });
+
+  it("forget deleted sponsorships everywhere, the status index included (its trigger, not a foreign key)", async () => {
+    const p = await seedProject(t);
+    await t.db.query(
+      `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
+         max_gas_cost, valid_after, valid_until, status, actual_gas, actual_gas_cost, settled_at)
+       SELECT '0x' || lpad('d' || to_hex(g), 64, '0'), $1, 14601, $2, $3, $4, 1000, 100, 1, 2,
+         (ARRAY['pending', 'success', 'reverted', 'expired'])[g % 4 + 1], 0, 0, CASE WHEN g % 4 <> 0 THEN now() END
+       FROM generate_series(1, 12) g`,
+      [p.projectId, SENDERS[0], TARGETS[0], SELECTOR],
+    );
+    const indexed = async () =>
+      (
+        await t.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM sponsorship_status_index x
+           WHERE x.project_id = $1 AND NOT EXISTS (SELECT 1 FROM sponsorships s WHERE s.id = x.sponsorship_id)`,
+          [p.projectId],
+        )
+      )[0]!.n;
+    const count = async () =>
+      (
+        await t.db.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM sponsorship_status_index WHERE project_id = $1",
+          [p.projectId],
+        )
+      )[0]!.n;
+    assert.equal(await count(), 9);
+    await t.db.query(
+      "DELETE FROM sponsorships WHERE project_id = $1 AND (auth_id LIKE '%d1' OR auth_id LIKE '%d4')",
+      [p.projectId],
+    );
+    await t.db.query("DELETE FROM sponsorships WHERE project_id = $1 AND status IN ('reverted', 'expired')", [
+      p.projectId,
+    ]);
+    assert.equal(await indexed(), 0, "no status row outlives its sponsorship");
+    assert.equal(await count(), 2, "the pending rows that are left stay indexed");
+    assert.deepEqual(await stored(t.db, p.projectId), await recomputed(t.db, p.projectId));
+  });
 });
