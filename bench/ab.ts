@@ -1,0 +1,98 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { REPO_ROOT } from "./processes.ts";
+
+/**
+ * `npm run bench:ab -- <revision> [runs]`: `npm run bench` on a revision and on the working tree,
+ * alternated (base, this, base, this, ...; `runs` each, 2 by default), and the median of each
+ * side per scenario. On this machine one run's figures move by 10-25 % from one run to the next,
+ * more than most changes do: a change is measured against its base in the same minutes, in both
+ * orders, and read from the medians. The revision runs from a git worktree in a temporary folder
+ * with this checkout's node_modules; every BENCH_* setting (and DATABASE_URL, REDIS_URL) applies
+ * to both sides. It measures; it asserts nothing.
+ */
+
+interface Row {
+  scenario: string;
+  connections: number;
+  result: { requestsPerSec: number; p99Ms: number };
+  cpuUs: { target: number; stores: number };
+}
+
+const [revision, runsText] = process.argv.slice(2);
+if (!revision) {
+  console.error("usage: npm run bench:ab -- <revision> [runs]");
+  process.exit(2);
+}
+const runs = Number(runsText ?? 2);
+if (!Number.isInteger(runs) || runs < 1 || runs > 10) {
+  console.error("runs: a whole number from 1 to 10");
+  process.exit(2);
+}
+
+function git(args: string[]): string {
+  const r = spawnSync("git", args, { cwd: REPO_ROOT, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.trim()}`);
+  return r.stdout.trim();
+}
+
+const base = git(["rev-parse", "--verify", `${revision}^{commit}`]);
+const scratch = mkdtempSync(join(tmpdir(), "gss-bench-ab-"));
+const worktree = join(scratch, "base");
+git(["worktree", "add", "--detach", worktree, base]);
+symlinkSync(join(REPO_ROOT, "node_modules"), join(worktree, "node_modules"));
+
+const sides = { base: [] as Row[][], this: [] as Row[][] };
+try {
+  for (let i = 0; i < runs; i++) {
+    // Both orders: base first in even rounds, this tree first in odd ones.
+    const order: (keyof typeof sides)[] = i % 2 === 0 ? ["base", "this"] : ["this", "base"];
+    for (const side of order) {
+      const out = join(scratch, `${side}-${i}.json`);
+      const started = new Date().toISOString().slice(11, 19);
+      console.log(
+        `run ${i + 1}/${runs}, ${side === "base" ? base.slice(0, 8) : "working tree"}, ${started} UTC`,
+      );
+      const r = spawnSync("npm", ["run", "-s", "bench"], {
+        cwd: side === "base" ? worktree : REPO_ROOT,
+        env: { ...process.env, BENCH_JSON: out },
+        stdio: ["ignore", "inherit", "inherit"],
+      });
+      if (r.status !== 0) throw new Error(`the bench failed (${side}, run ${i + 1})`);
+      sides[side].push((JSON.parse(readFileSync(out, "utf8")) as { rows: Row[] }).rows);
+    }
+  }
+} finally {
+  git(["worktree", "remove", "--force", worktree]);
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
+const key = (r: Row) => `${r.scenario} @${r.connections}`;
+const of = (side: Row[][], k: string, f: (r: Row) => number) =>
+  median(side.flatMap((rows) => rows.filter((r) => key(r) === k).map(f)));
+const floorOf = (side: Row[][], connections: number) =>
+  median(
+    side
+      .flatMap((rows) => rows.filter((r) => r.scenario.startsWith("floor") && r.connections === connections))
+      .map((r) => r.result.requestsPerSec),
+  );
+
+console.log(`\nmedians of ${runs} run(s) each: ${base.slice(0, 8)} → working tree`);
+console.log("| scenario | req/s | ÷ floor | p99 ms | service µs/req | pg+redis µs/req |");
+console.log("|---|--:|--:|--:|--:|--:|");
+for (const k of [...new Set(sides.this[0]!.map(key))]) {
+  const pair = (f: (r: Row) => number, digits = 0) =>
+    `${of(sides.base, k, f).toFixed(digits)} → ${of(sides.this, k, f).toFixed(digits)}`;
+  const connections = Number(k.split("@")[1]);
+  const ratio = (side: Row[][]) => of(side, k, (r) => r.result.requestsPerSec) / floorOf(side, connections);
+  console.log(
+    `| ${k} | ${pair((r) => r.result.requestsPerSec)} | ${ratio(sides.base).toFixed(2)} → ${ratio(sides.this).toFixed(2)} | ${pair((r) => r.result.p99Ms, 1)} | ${pair((r) => r.cpuUs.target)} | ${pair((r) => r.cpuUs.stores)} |`,
+  );
+}
