@@ -53,6 +53,47 @@ describe("signer", () => {
     assert.throws(() => signer.signDigest(keccak256(toHex("second"))), /malformed/);
   });
 
+  it("the shape check's bounds are exact: 0 < r < n and 0 < s <= n/2, compared as 32-byte words", () => {
+    const n = secp256k1.CURVE.n;
+    let next: { r: bigint; s: bigint } | null = null;
+    const crafted: Backend = {
+      ...javascript,
+      sign(digest, priv) {
+        if (!next) return javascript.sign(digest, priv);
+        const rs = new Uint8Array(64);
+        rs.set(hexToBytes(toHex(next.r, { size: 32 })), 0);
+        rs.set(hexToBytes(toHex(next.s, { size: 32 })), 32);
+        return { rs, recovery: 0 };
+      },
+    };
+    const signer = createSigner(KEY, { backend: crafted });
+    // The first signature is recovered (the sample); the crafted ones after it are only shaped.
+    signer.signDigest(keccak256(toHex("first")));
+    const outcome = (r: bigint, s: bigint, i: number) => {
+      next = { r, s };
+      try {
+        signer.signDigest(keccak256(toHex(`crafted ${i}`)));
+        return "left";
+      } catch (err) {
+        assert.match((err as Error).message, /malformed/);
+        return "refused";
+      }
+    };
+    const cases: [bigint, bigint, string][] = [
+      [1n, 1n, "left"],
+      [n - 1n, n >> 1n, "left"],
+      [0n, 1n, "refused"],
+      [n, 1n, "refused"],
+      [2n ** 256n - 1n, 1n, "refused"],
+      [1n, 0n, "refused"],
+      [1n, (n >> 1n) + 1n, "refused"],
+      [1n, n - 1n, "refused"],
+    ];
+    cases.forEach(([r, s, expected], i) => {
+      assert.equal(outcome(r, s, i), expected, `r = ${r}, s = ${s}`);
+    });
+  });
+
   it("a backend that starts signing with another key is caught within SAMPLE_EVERY signatures", () => {
     const other = hexToBytes("0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba");
     let broken = false;
