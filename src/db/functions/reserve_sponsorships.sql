@@ -231,19 +231,25 @@ BEGIN
   -- One statement each for the batch's authorizations and ledger entries: the statement-level
   -- triggers on sponsorships (rollups, the sponsored event) then run once per batch.
   IF cardinality(v_granted) > 0 THEN
-    INSERT INTO sponsorships (auth_id, project_id, api_key_id, chain_id, sender, target, selector,
-        estimated_gas, max_gas_cost, max_fee_per_gas, max_priority_fee_per_gas, paymaster,
-        valid_after, valid_until, created_at, mode, calls, policy_usage, seq)
-      SELECT g.auth_id, p_project, g.key_id, g.chain_id, g.sender, g.target, g.selector,
-          g.gas, g.cost, g.max_fee, g.max_priority_fee, g.paymaster,
-          g.valid_after, g.valid_until, p_now,
-          COALESCE(g.mode, 'call'), g.calls, c.counted, v_seq + c.nth
-        FROM unnest(v_granted, v_counts) WITH ORDINALITY AS c(idx, counted, nth)
-        JOIN jsonb_to_recordset(p_items) AS g(idx integer, auth_id text,
-          key_id bigint, chain_id integer, sender text, target text, selector text, gas bigint,
-          cost numeric, max_fee numeric, max_priority_fee numeric, paymaster text, valid_after bigint,
-          valid_until bigint, mode text, calls jsonb) ON g.idx = c.idx
-        ORDER BY c.nth;
+    -- The grants, and from what they wrote the batch's `reserve` entries (in seq order, which is
+    -- the items' order).
+    WITH granted AS (
+      INSERT INTO sponsorships (auth_id, project_id, api_key_id, chain_id, sender, target, selector,
+          estimated_gas, max_gas_cost, max_fee_per_gas, max_priority_fee_per_gas, paymaster,
+          valid_after, valid_until, created_at, mode, calls, policy_usage, seq)
+        SELECT g.auth_id, p_project, g.key_id, g.chain_id, g.sender, g.target, g.selector,
+            g.gas, g.cost, g.max_fee, g.max_priority_fee, g.paymaster,
+            g.valid_after, g.valid_until, p_now,
+            COALESCE(g.mode, 'call'), g.calls, c.counted, v_seq + c.nth
+          FROM unnest(v_granted, v_counts) WITH ORDINALITY AS c(idx, counted, nth)
+          JOIN jsonb_to_recordset(p_items) AS g(idx integer, auth_id text,
+            key_id bigint, chain_id integer, sender text, target text, selector text, gas bigint,
+            cost numeric, max_fee numeric, max_priority_fee numeric, paymaster text, valid_after bigint,
+            valid_until bigint, mode text, calls jsonb) ON g.idx = c.idx
+          ORDER BY c.nth
+        RETURNING auth_id, max_gas_cost, seq)
+    SELECT array_agg(-g.max_gas_cost ORDER BY g.seq), array_agg(g.auth_id ORDER BY g.seq) INTO v_amounts, v_refs
+      FROM granted g;
     IF cardinality(v_nonces) > 0 THEN
       INSERT INTO sponsorship_replays (project_id, client_nonce, auth_id, request_digest, response, created_at)
         SELECT p_project, g.nonce, g.auth_id, g.digest, g.response, p_now
@@ -251,10 +257,7 @@ BEGIN
           JOIN jsonb_to_recordset(p_items) AS g(idx integer, nonce text, auth_id text, digest text, response text)
             ON g.idx = c.idx;
     END IF;
-    -- The batch's `reserve` entries and the balance they take, through the ledger's one writer.
-    SELECT array_agg(-g.cost ORDER BY g.idx), array_agg(g.auth_id ORDER BY g.idx) INTO v_amounts, v_refs
-      FROM jsonb_to_recordset(p_items) AS g(idx integer, auth_id text, cost numeric)
-      WHERE g.idx = ANY (v_granted);
+    -- Through the ledger's one writer: the entries and the balance they take.
     PERFORM ledger_move(p_project, v_chain, 'reserve', v_amounts, v_refs);
     UPDATE projects SET sponsorships_seq = v_seq + cardinality(v_granted) WHERE id = p_project;
   END IF;
