@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { addressKey, hex } from "../db/bytes.ts";
+import { hex, projectAddressKey } from "../db/bytes.ts";
 import type { Queryable } from "../db/db.ts";
 import { tankBalanceSql } from "../ledger/ledger.ts";
 import { type MoneySummary, moneySummary, SPEND_WINDOW_DAYS } from "./money.ts";
@@ -188,11 +188,12 @@ export async function events(
     where.push(clause.replaceAll("?", `$${params.length}`));
   };
   if (filters.status) add(byStatus ? "x.status = ?" : "status = ?", filters.status);
-  // Through the index on the address's digest (migration 030), then the address itself.
-  if (filters.sender)
-    add(`${addressKey(`${s}sender`)} = ${addressKey("?")} AND ${s}sender = ?`, filters.sender);
-  if (filters.target)
-    add(`${addressKey(`${s}target`)} = ${addressKey("?")} AND ${s}target = ?`, filters.target);
+  // Through the index on the digest of the project and the address (migration 045), then the
+  // address itself ($1, the project, is compared above).
+  const byAddress = (column: string) =>
+    `${projectAddressKey(`${s}project_id`, `${s}${column}`)} = ${projectAddressKey("$1", "?")} AND ${s}${column} = ?`;
+  if (filters.sender) add(byAddress("sender"), filters.sender);
+  if (filters.target) add(byAddress("target"), filters.target);
   if (filters.chainId !== undefined) add(`${s}chain_id = ?`, filters.chainId);
   if (filters.fromMs !== undefined) add(`${s}created_at >= ?`, new Date(filters.fromMs));
   if (filters.toMs !== undefined) add(`${s}created_at < ?`, new Date(filters.toMs));

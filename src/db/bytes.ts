@@ -15,7 +15,9 @@ export const bytesArray = (param: string) => `ARRAY(SELECT ${bytes("h")} FROM un
 export const hex = (column: string) => `'0x' || encode(${column}, 'hex')`;
 
 /**
- * The 64-bit key sponsorships' sender and target indexes hold for an address (migration 030): the
- * first 64 bits of its MD5. A shared key is possible, so a read compares the address itself too.
+ * The 64-bit key sponsorships' sender and target indexes hold for a project's address (migration
+ * 045): the first 64 bits of the MD5 of "project/address". A shared key is possible, so a read
+ * compares the project and the address themselves too.
  */
-export const addressKey = (sql: string) => `('x' || left(md5(${sql}), 16))::bit(64)::bigint`;
+export const projectAddressKey = (project: string, address: string) =>
+  `('x' || left(md5(${project} || '/' || ${address}), 16))::bit(64)::bigint`;
