@@ -419,10 +419,11 @@ BEGIN
           billed, unbilled_reason, project_id, created_at)
       SELECT 14601, decode(md5('b' || p_from) || md5(p_from || 'b'), 'hex'), s.seq - p_from, p_from,
         s.tx_hash, decode(substr(s.paymaster, 3), 'hex'), s.user_op_hash, decode(substr(s.sender, 3), 'hex'),
-        decode(substr(s.auth_id, 3), 'hex'), s.status = 'success', false, s.actual_gas,
+        s.auth_id, s.status = 'success', false, s.actual_gas,
         s.actual_gas_cost, s.actual_gas_cost, NULL, p_project, p_at
       FROM s ORDER BY s.seq)
-    SELECT array_agg(s.refund ORDER BY s.seq), array_agg(s.auth_id ORDER BY s.seq) INTO v_refunds, v_refs FROM s;
+    SELECT array_agg(s.refund ORDER BY s.seq), array_agg('0x' || encode(s.auth_id, 'hex') ORDER BY s.seq)
+      INTO v_refunds, v_refs FROM s;
     IF v_refs IS NOT NULL THEN
       PERFORM ledger_move(p_project, 14601, 'settle', v_refunds, v_refs);
       PERFORM daily_usage_adjust(p_project, 14601, ((p_at - interval '30 seconds') AT TIME ZONE 'UTC')::date,

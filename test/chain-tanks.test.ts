@@ -70,7 +70,7 @@ async function granted(p: { projectId: string; apiKey: string }, chainId: number
   assert.equal(res.statusCode, 200, res.body);
   const authId = (res.json() as { authorizationId: string }).authorizationId;
   const [row] = await t.db.query<{ max: string }>(
-    "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = $1",
+    "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
     [authId],
   );
   return { authId, maxWei: BigInt(row!.max) };
@@ -605,7 +605,7 @@ describe("analytics per chain", () => {
 /** The paymaster an authorization was signed for. */
 async function paymasterOf(authId: string): Promise<string> {
   const [row] = await t.db.query<{ paymaster: string }>(
-    "SELECT paymaster FROM sponsorships WHERE auth_id = $1",
+    "SELECT paymaster FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
     [authId],
   );
   return row!.paymaster;

@@ -473,7 +473,7 @@ describe("PostgreSQL stopped and started under load (a server of this file's own
         const authIds = [...final.values()].map((r) => r.json().authorizationId as string);
         const reservedWei = [...final.values()].reduce((sum, r) => sum + BigInt(r.json().maxGasCost), 0n);
         const stored = await db.query<{ auth_id: string }>(
-          "SELECT auth_id FROM sponsorships WHERE project_id = $1",
+          "SELECT '0x' || encode(auth_id, 'hex') AS auth_id FROM sponsorships WHERE project_id = $1",
           [p.projectId],
         );
         assert.deepEqual(

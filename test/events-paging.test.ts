@@ -32,7 +32,7 @@ async function seeded() {
   await t.db.query(
     `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
        max_gas_cost, valid_after, valid_until, status, created_at, settled_at)
-     SELECT '0x' || md5($1 || g) || md5(g || $1), $1, 14601, ($2::text[])[g % 2 + 1],
+     SELECT decode(md5($1 || g) || md5(g || $1), 'hex'), $1, 14601, ($2::text[])[g % 2 + 1],
        ($3::text[])[(g % 3 = 0)::int + 1], '0xa0712d68', 1000 + g, 100, 1, 2, ($4::text[])[g % 4 + 1],
        $5::timestamptz + g * interval '1 hour',
        CASE WHEN g % 4 = 0 THEN NULL ELSE $5::timestamptz + g * interval '1 hour' END
@@ -195,7 +195,7 @@ describe("analytics events: cursor and filters", () => {
         await tx.query(
           `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
              max_gas_cost, valid_after, valid_until)
-           SELECT '0x' || md5($1 || g) || md5(g || $1), $1, 14601, $2, $3, '0xa0712d68', 1000, 100, 1, 2
+           SELECT decode(md5($1 || g) || md5(g || $1), 'hex'), $1, 14601, $2, $3, '0xa0712d68', 1000, 100, 1, 2
            FROM generate_series($4::int, $5::int) g`,
           [p.projectId, SENDERS[0], TARGETS[0], from, Math.min(rows, from + Math.ceil(rows / 5) - 1)],
         );
@@ -286,7 +286,7 @@ async function insertAt(projectId: string, n: number, at: string, baseMs: number
     await tx.query(
       `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
          max_gas_cost, valid_after, valid_until, created_at)
-       SELECT '0x' || md5($1 || g || $3) || md5(g || $1 || $3), $1, 14601, '${SENDERS[0]}', '${TARGETS[0]}',
+       SELECT decode(md5($1 || g || $3) || md5(g || $1 || $3), 'hex'), $1, 14601, '${SENDERS[0]}', '${TARGETS[0]}',
          '0xa0712d68', 1000, 100, 1, 2, ${at}
        FROM generate_series(1, ${n}) g`,
       [projectId, new Date(baseMs), randomBytes(4).toString("hex")],

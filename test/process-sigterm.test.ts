@@ -270,8 +270,9 @@ describe(`SIGTERM under load (${PG_URL && REDIS_URL ? "PostgreSQL + Redis" : "em
       try {
         // Every request here carried a nonce, so each reservation has its replay (migration 020).
         const rows = await check.query<{ client_nonce: string | null; auth_id: string }>(
-          `SELECT r.client_nonce, s.auth_id FROM sponsorships s
-             LEFT JOIN sponsorship_replays r ON r.project_id = s.project_id AND r.auth_id = s.auth_id
+          `SELECT r.client_nonce, '0x' || encode(s.auth_id, 'hex') AS auth_id FROM sponsorships s
+             LEFT JOIN sponsorship_replays r
+               ON r.project_id = s.project_id AND r.auth_id = '0x' || encode(s.auth_id, 'hex')
            WHERE s.project_id = $1`,
           [seeded.projectId],
         );

@@ -61,7 +61,7 @@ async function kept(projectId: string) {
 /** Each sponsorship's row version (xmin): it changes whenever the row is written. */
 async function versions(projectId: string) {
   return t.db.query<{ auth_id: string; v: string }>(
-    "SELECT auth_id, xmin::text AS v FROM sponsorships WHERE project_id = $1 ORDER BY id",
+    "SELECT '0x' || encode(auth_id, 'hex') AS auth_id, xmin::text AS v FROM sponsorships WHERE project_id = $1 ORDER BY id",
     [projectId],
   );
 }

@@ -322,7 +322,7 @@ async function apply(
       if (authIds.length === 0) return;
       const a = pick(op.pick);
       const [row] = await t.db.query<{ status: string; cost: string }>(
-        "SELECT status, actual_gas_cost::text AS cost FROM sponsorships WHERE auth_id = $1",
+        "SELECT status, actual_gas_cost::text AS cost FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
         [a.authId],
       );
       if (row?.status !== "success" && row?.status !== "reverted") return;
@@ -344,7 +344,7 @@ async function apply(
       if (authIds.length === 0) return;
       await t.db.query(
         `UPDATE sponsorships SET settled_at = settled_at - $2::int * interval '1 day'
-         WHERE auth_id = $1 AND settled_at IS NOT NULL`,
+         WHERE auth_id = decode(substr($1, 3), 'hex') AND settled_at IS NOT NULL`,
         [pick(op.pick).authId, op.days],
       );
       return;
@@ -486,7 +486,7 @@ describe("analytics rollups", () => {
     await t.db.query(
       `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
          max_gas_cost, valid_after, valid_until, status, actual_gas, actual_gas_cost, created_at, settled_at)
-       SELECT '0x' || lpad('a' || to_hex(n), 64, '0'), $1, 14601, x.sender, $2, $3, 1000, 100, 1, 2, 'success', 10, 7,
+       SELECT decode(lpad('a' || to_hex(n), 64, '0'), 'hex'), $1, 14601, x.sender, $2, $3, 1000, 100, 1, 2, 'success', 10, 7,
          x.at, x.at
        FROM unnest($4::text[], $5::timestamptz[]) WITH ORDINALITY AS x(sender, at, n)`,
       [p.projectId, TARGETS[0], SELECTOR, settled.map((s) => s[0]), settled.map((s) => new Date(s[1]))],
@@ -534,7 +534,7 @@ describe("analytics rollups", () => {
     await t.db.query(
       `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
          max_gas_cost, valid_after, valid_until, status, actual_gas, actual_gas_cost, settled_at)
-       SELECT '0x' || lpad(to_hex(g), 64, '0'), $1, 14601, $2, $3, $4, 1000, 100, 1, 2,
+       SELECT decode(lpad(to_hex(g), 64, '0'), 'hex'), $1, 14601, $2, $3, $4, 1000, 100, 1, 2,
          CASE WHEN g % 2 = 0 THEN 'success' ELSE 'pending' END, CASE WHEN g % 2 = 0 THEN 10 ELSE 0 END,
          CASE WHEN g % 2 = 0 THEN 7 ELSE 0 END, CASE WHEN g % 2 = 0 THEN now() END
        FROM generate_series(1, 50) g`,
@@ -556,7 +556,7 @@ describe("analytics rollups", () => {
     await t.db.query(
       `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
          max_gas_cost, valid_after, valid_until, status, actual_gas, actual_gas_cost, settled_at)
-       SELECT '0x' || lpad('d' || to_hex(g), 64, '0'), $1, 14601, $2, $3, $4, 1000, 100, 1, 2,
+       SELECT decode(lpad('d' || to_hex(g), 64, '0'), 'hex'), $1, 14601, $2, $3, $4, 1000, 100, 1, 2,
          (ARRAY['pending', 'success', 'reverted', 'expired'])[g % 4 + 1], 0, 0, CASE WHEN g % 4 <> 0 THEN now() END
        FROM generate_series(1, 12) g`,
       [p.projectId, SENDERS[0], TARGETS[0], SELECTOR],
@@ -578,7 +578,7 @@ describe("analytics rollups", () => {
       )[0]!.n;
     assert.equal(await count(), 9);
     await t.db.query(
-      "DELETE FROM sponsorships WHERE project_id = $1 AND (auth_id LIKE '%d1' OR auth_id LIKE '%d4')",
+      "DELETE FROM sponsorships WHERE project_id = $1 AND (encode(auth_id, 'hex') LIKE '%d1' OR encode(auth_id, 'hex') LIKE '%d4')",
       [p.projectId],
     );
     await t.db.query("DELETE FROM sponsorships WHERE project_id = $1 AND status IN ('reverted', 'expired')", [

@@ -128,7 +128,7 @@ describe("recording a paid operation", () => {
     assert.deepEqual(rows, [{ billed: "1000000" }]);
     // The reservation was 100,000 gas at the fee ceiling; the tank got back all but the 1,000,000 wei.
     const [s] = await t.db.query<{ max: string }>(
-      "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = $1",
+      "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
       [authId],
     );
     assert.equal(await balanceOf(p.projectId), before + BigInt(s!.max) - 1_000_000n);

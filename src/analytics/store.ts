@@ -159,8 +159,8 @@ export function decodeCursor(cursor: string): number | null {
   return m && encodeCursor(Number(m[1])) === cursor ? Number(m[1]) : null;
 }
 
-const EVENT_COLUMNS = `id, sender, target, status, estimated_gas, actual_gas, created_at, selector, auth_id,
-  max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost,
+const EVENT_COLUMNS = `id, sender, target, status, estimated_gas, actual_gas, created_at, selector,
+  ${hex("auth_id")} AS auth_id, max_gas_cost::text AS max_gas_cost, actual_gas_cost::text AS actual_gas_cost,
   ${hex("tx_hash")} AS tx_hash, ${hex("user_op_hash")} AS user_op_hash,
   valid_until, chain_id`;
 

@@ -208,10 +208,10 @@ export type UnbilledReason =
 /** The form of every authorization id a sponsorship can hold (its column's CHECK). */
 const AUTH_ID = /^0x[0-9a-f]{64}$/;
 /**
- * A sponsorship by its authorization id ($1), through the unique index on the id's 32 bytes
- * (migration 030).
+ * A sponsorship by its authorization id ($1), kept as its 32 bytes (migration 046) under a unique
+ * index.
  */
-const BY_AUTH_ID = `${bytes("auth_id")} = ${bytes("$1")}`;
+const BY_AUTH_ID = `auth_id = ${bytes("$1")}`;
 
 /**
  * Charges the gas tank of the authorization an on-chain operation used, inside the caller's

@@ -36,6 +36,7 @@ import { advanceCursor, readCursor, type SettlementWatcherName } from "../chains
 import { silentLog, type WatcherLog } from "../chains/poll-loop.ts";
 import { type ChainClient, confirmedHead } from "../chains/rpc.ts";
 import { earliestPendingSec, nextBlockRange } from "../chains/start-block.ts";
+import { hex } from "../db/bytes.ts";
 import type { Db } from "../db/db.ts";
 import { release } from "../ledger/ledger.ts";
 import type { ChainMetrics } from "../metrics/metrics.ts";
@@ -310,7 +311,7 @@ async function releaseExpired(
   const cutoffSec = readThrough.timestamp - BigInt(marginSec);
   if (BigInt(oldest[0].valid_until) >= cutoffSec) return 0;
   const rows = await db.query<{ auth_id: string }>(
-    `SELECT s.auth_id FROM (
+    `SELECT ${hex("s.auth_id")} AS auth_id FROM (
        SELECT sponsorship_id, valid_until FROM sponsorship_status_index
        WHERE chain_id = $1 AND status = 'pending' AND ${scope.predicate} AND valid_until < $3
        ORDER BY valid_until LIMIT 500) x

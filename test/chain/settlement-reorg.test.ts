@@ -153,7 +153,7 @@ describe("settlement under reorganisations deeper than the confirmation depth", 
     assert.equal(report.reorg?.compensated, 1);
     await watcher.tick();
     const [row] = await t.db.query<{ status: string; actual_gas_cost: string; tx_hash: string }>(
-      "SELECT status, actual_gas_cost::text, '0x' || encode(tx_hash, 'hex') AS tx_hash FROM sponsorships WHERE auth_id = $1",
+      "SELECT status, actual_gas_cost::text, '0x' || encode(tx_hash, 'hex') AS tx_hash FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
       [auth.authorizationId.toLowerCase()],
     );
     assert.equal(row?.status, "success", "charged again from the new block");

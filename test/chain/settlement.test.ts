@@ -195,7 +195,7 @@ async function sponsorships() {
     tx_hash: string | null;
     user_op_hash: string | null;
   }>(
-    `SELECT auth_id, status, actual_gas::text, actual_gas_cost::text, '0x' || encode(tx_hash, 'hex') AS tx_hash,
+    `SELECT '0x' || encode(auth_id, 'hex') AS auth_id, status, actual_gas::text, actual_gas_cost::text, '0x' || encode(tx_hash, 'hex') AS tx_hash,
        '0x' || encode(user_op_hash, 'hex') AS user_op_hash
      FROM sponsorships WHERE project_id = $1 ORDER BY auth_id`,
     [p.projectId],

@@ -158,7 +158,7 @@ describe("an honest operation through Alto, sponsored by the service", () => {
     const after = await balanceOf(t, p);
     assert.equal(before - after, actual);
     const [row] = await t.db.query<{ status: string; actual_gas_cost: string }>(
-      "SELECT status, actual_gas_cost::text FROM sponsorships WHERE auth_id = $1",
+      "SELECT status, actual_gas_cost::text FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
       [typical.auth.authorizationId.toLowerCase()],
     );
     assert.deepEqual(row, { status: "success", actual_gas_cost: actual.toString() });

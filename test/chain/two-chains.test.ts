@@ -390,7 +390,7 @@ describe("a daily cap on two chains", () => {
     const first = await authorize(p, HOME);
     assert.equal(first.statusCode, 200, first.body);
     const [row] = await t.db.query<{ max: string }>(
-      "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = $1",
+      "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
       [first.json().authorizationId],
     );
     const cap = (BigInt(row!.max) * 3n) / 2n;

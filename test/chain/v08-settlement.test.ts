@@ -134,7 +134,7 @@ async function reservedOp(options: {
 
 async function sponsorshipRow(authId: Hex) {
   const [row] = await t.db.query<{ status: string; actual_gas_cost: string; paymaster: string }>(
-    "SELECT status, actual_gas_cost::text, paymaster FROM sponsorships WHERE auth_id = $1",
+    "SELECT status, actual_gas_cost::text, paymaster FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
     [authId.toLowerCase()],
   );
   return row;

@@ -88,7 +88,7 @@ export async function spend(db: Db, projectId: string, costWei: bigint, daysAgo 
   );
   if (daysAgo > 0) {
     await db.query(
-      `UPDATE sponsorships SET settled_at = settled_at - $2::int * interval '1 day' WHERE auth_id = $1`,
+      `UPDATE sponsorships SET settled_at = settled_at - $2::int * interval '1 day' WHERE auth_id = decode(substr($1, 3), 'hex')`,
       [authId, daysAgo],
     );
   }

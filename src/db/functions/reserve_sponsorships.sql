@@ -237,7 +237,7 @@ BEGIN
       INSERT INTO sponsorships (auth_id, project_id, api_key_id, chain_id, sender, target, selector,
           estimated_gas, max_gas_cost, max_fee_per_gas, max_priority_fee_per_gas, paymaster,
           valid_after, valid_until, created_at, mode, calls, policy_usage, seq)
-        SELECT g.auth_id, p_project, g.key_id, g.chain_id, g.sender, g.target, g.selector,
+        SELECT decode(substr(g.auth_id, 3), 'hex'), p_project, g.key_id, g.chain_id, g.sender, g.target, g.selector,
             g.gas, g.cost, g.max_fee, g.max_priority_fee, g.paymaster,
             g.valid_after, g.valid_until, p_now,
             COALESCE(g.mode, 'call'), g.calls, c.counted, v_seq + c.nth
@@ -248,7 +248,8 @@ BEGIN
             valid_until bigint, mode text, calls jsonb) ON g.idx = c.idx
           ORDER BY c.nth
         RETURNING auth_id, max_gas_cost, seq)
-    SELECT array_agg(-g.max_gas_cost ORDER BY g.seq), array_agg(g.auth_id ORDER BY g.seq) INTO v_amounts, v_refs
+    SELECT array_agg(-g.max_gas_cost ORDER BY g.seq), array_agg('0x' || encode(g.auth_id, 'hex') ORDER BY g.seq)
+      INTO v_amounts, v_refs
       FROM granted g;
     IF cardinality(v_nonces) > 0 THEN
       INSERT INTO sponsorship_replays (project_id, client_nonce, auth_id, request_digest, response, created_at)

@@ -13,7 +13,7 @@ BEGIN
     RETURN NULL;
   END IF;
   PERFORM emit_events('sponsorship.sponsored', array_agg(n.project_id ORDER BY n.id), array_agg(jsonb_build_object(
-      'authorizationId', n.auth_id,
+      'authorizationId', '0x' || encode(n.auth_id, 'hex'),
       'chainId', n.chain_id,
       'mode', n.mode,
       'sender', n.sender,

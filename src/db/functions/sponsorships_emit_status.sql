@@ -25,7 +25,7 @@ BEGIN
   END IF;
   IF webhook_subscribed(NEW.project_id, v_type) THEN
     PERFORM emit_event(NEW.project_id, v_type, v_payload || jsonb_build_object(
-      'authorizationId', NEW.auth_id,
+      'authorizationId', '0x' || encode(NEW.auth_id, 'hex'),
       'chainId', NEW.chain_id,
       'sender', NEW.sender,
       'maxGasCost', NEW.max_gas_cost::text));
