@@ -30,7 +30,9 @@ BEGIN
         cost_wei = t.cost_wei + EXCLUDED.cost_wei
       RETURNING t.project_id, t.chain_id, t.last_settled_at
     ), n AS (
-      SELECT d.project_id, d.chain_id, (d.settled_at AT TIME ZONE 'UTC')::date AS day, d.sender, count(*) AS n
+      -- Per sender and day, the sender as its 20 bytes (migration 047).
+      SELECT d.project_id, d.chain_id, (d.settled_at AT TIME ZONE 'UTC')::date AS day,
+        decode(substr(d.sender, 3), 'hex') AS sender, count(*) AS n
       FROM d WHERE d.settled_at IS NOT NULL GROUP BY 1, 2, 3, 4
     ), sender_days AS (
       INSERT INTO rollup_project_sender_days AS t (project_id, chain_id, day, sender, operations)
@@ -82,8 +84,8 @@ BEGIN
   -- Per sender and day; a day's distinct senders change when a sender's count there leaves or
   -- reaches 0.
   WITH d AS (
-    SELECT d.project_id, d.chain_id, (d.settled_at AT TIME ZONE 'UTC')::date AS day, d.sender,
-      sum(d.sign)::bigint AS n
+    SELECT d.project_id, d.chain_id, (d.settled_at AT TIME ZONE 'UTC')::date AS day,
+      decode(substr(d.sender, 3), 'hex') AS sender, sum(d.sign)::bigint AS n
     FROM unnest(p_rows) d WHERE d.status IN ('success', 'reverted') AND d.settled_at IS NOT NULL
     GROUP BY 1, 2, 3, 4 HAVING sum(d.sign) <> 0
   ), u AS (
@@ -107,7 +109,8 @@ BEGIN
     PERFORM rollup_refresh_senders(p_rows);
     DELETE FROM rollup_project_sender_days r
     WHERE r.operations = 0 AND (r.project_id, r.chain_id, r.sender) IN (
-      SELECT d.project_id, d.chain_id, d.sender FROM unnest(p_rows) d WHERE d.sign < 0 AND d.status IN ('success', 'reverted'));
+      SELECT d.project_id, d.chain_id, decode(substr(d.sender, 3), 'hex') FROM unnest(p_rows) d
+      WHERE d.sign < 0 AND d.status IN ('success', 'reverted'));
   END IF;
 
   -- Each touched sender leaves the day of its latest settled operation before, and joins the one
