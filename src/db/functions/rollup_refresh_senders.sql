@@ -9,8 +9,10 @@ BEGIN
     SELECT t.project_id, t.chain_id, t.sender,
       (SELECT max(s.settled_at) FROM sponsorships s
         WHERE s.project_id = t.project_id AND s.chain_id = t.chain_id
-          -- The index on the address's digest (migration 030), then the address itself.
-          AND ('x' || left(md5(s.sender), 16))::bit(64)::bigint = ('x' || left(md5(t.sender), 16))::bit(64)::bigint
+          -- The index on the digest of the project and the address (migration 045, the expression
+          -- of db/bytes.ts projectAddressKey), then the address itself.
+          AND ('x' || left(md5(s.project_id || '/' || s.sender), 16))::bit(64)::bigint
+            = ('x' || left(md5(t.project_id || '/' || t.sender), 16))::bit(64)::bigint
           AND s.sender = t.sender AND s.status IN ('success', 'reverted')) AS at
     FROM touched t
   ), gone AS (
