@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { projectAddressKey } from "../src/db/bytes.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { openTestDb, type TestDb } from "./support/app.ts";
 
@@ -121,5 +122,44 @@ describe("the migrator and the function files", () => {
       defined.map((r) => r.proname),
       sqlFiles("functions/").map((f) => f.replace(/\.sql$/, "")),
     );
+  });
+});
+
+describe("the sponsorships' address indexes and the reads that need them", () => {
+  let store: TestDb;
+  before(async () => {
+    store = await openTestDb();
+  });
+  after(async () => {
+    await store.drop();
+  });
+
+  // An index on an expression serves only a query that repeats the expression (db/bytes.ts).
+  it("a reversal's re-read of a sender writes the key as the helper does (migration 045)", () => {
+    const sql = read("functions/", "rollup_refresh_senders.sql").replace(/\s+/g, " ");
+    for (const side of ["s", "t"]) {
+      assert.ok(
+        sql.includes(projectAddressKey(`${side}.project_id`, `${side}.sender`)),
+        `rollup_refresh_senders.sql keys ${side}.sender by project and address`,
+      );
+    }
+  });
+
+  it("the key the reads write is the one the indexes hold", async () => {
+    for (const [column, index] of [
+      ["sender", "sponsorships_by_project_sender"],
+      ["target", "sponsorships_by_project_target"],
+    ]) {
+      const plan = await store.db.transaction(async (tx) => {
+        // An empty table: only a usable index keeps the planner from scanning it.
+        await tx.query("SET LOCAL enable_seqscan = off");
+        const rows = await tx.query<{ "QUERY PLAN": string }>(
+          `EXPLAIN SELECT id FROM sponsorships WHERE project_id = 'p'
+             AND ${projectAddressKey("project_id", column!)} = ${projectAddressKey("'p'", `'0x${"ab".repeat(20)}'`)}`,
+        );
+        return rows.map((r) => r["QUERY PLAN"]).join("\n");
+      });
+      assert.match(plan, new RegExp(`\\b${index}\\b`), plan);
+    }
   });
 });
