@@ -205,7 +205,10 @@ export type UnbilledReason =
   | "authorization_of_another_paymaster"
   | "authorization_already_settled";
 
-/** The form of every authorization id a sponsorship can hold (its column's CHECK). */
+/**
+ * The form of every authorization id the reservation writes (0x and 64 lower-case hexadecimal
+ * digits); the column holds their 32 bytes (migration 046), so anything else names no sponsorship.
+ */
 const AUTH_ID = /^0x[0-9a-f]{64}$/;
 /**
  * A sponsorship by its authorization id ($1), kept as its 32 bytes (migration 046) under a unique

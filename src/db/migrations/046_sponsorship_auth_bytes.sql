@@ -8,8 +8,9 @@
 -- A settlement stays HOT only where its page has room for the row's new version (migration 021).
 -- With the smaller rows, 80 % put more of them on a page and left less room for their settled
 -- versions: 95 % of settlements stayed HOT at 100,000 operations (99 % before), and sponsorships
--- took 792 bytes per operation (788 before). 78 % kept 99 % HOT, at 771; 75 % gave 781 (bench/results-2026-11-29-scale-100k-auth-bytes.txt). The
--- rewrite below packs the existing rows at the new fillfactor.
+-- took 792 bytes per operation (788 before). 78 % kept 99 % HOT, at 771; 75 % gave 781
+-- (bench/results-2026-11-29-scale-100k-auth-bytes.txt). The rewrite below packs the existing rows
+-- at the new fillfactor.
 ALTER TABLE sponsorships SET (fillfactor = 78);
 ALTER TABLE sponsorships DROP CONSTRAINT sponsorships_auth_id_check;
 DROP INDEX sponsorships_auth_key;
