@@ -22,6 +22,15 @@ const read = (dir: string, file: string) =>
     .filter((line) => !/^\s*--/.test(line))
     .join("\n");
 
+// One migrated store for the tests below that need a database.
+let store: TestDb;
+before(async () => {
+  store = await openTestDb();
+});
+after(async () => {
+  await store.drop();
+});
+
 describe("database functions in files of their own", () => {
   it("no migration defines a function or a trigger", () => {
     for (const file of sqlFiles("migrations/")) {
@@ -86,14 +95,6 @@ function sourceFiles(dir: URL): string[] {
 }
 
 describe("the migrator and the function files", () => {
-  let store: TestDb;
-  before(async () => {
-    store = await openTestDb();
-  });
-  after(async () => {
-    await store.drop();
-  });
-
   it("a migrated store applies nothing again", async () => {
     assert.deepEqual(await migrate(store.db), { migrations: [], functions: [] });
   });
@@ -126,14 +127,6 @@ describe("the migrator and the function files", () => {
 });
 
 describe("the sponsorships' address indexes and the reads that need them", () => {
-  let store: TestDb;
-  before(async () => {
-    store = await openTestDb();
-  });
-  after(async () => {
-    await store.drop();
-  });
-
   // An index on an expression serves only a query that repeats the expression (db/bytes.ts).
   it("a reversal's re-read of a sender writes the key as the helper does (migration 045)", () => {
     const sql = read("functions/", "rollup_refresh_senders.sql").replace(/\s+/g, " ");
