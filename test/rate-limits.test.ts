@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+import { redisRateLimiter } from "../src/rate-limits/limiter.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
+import { startRedisServer } from "./support/redis-server.ts";
 
 /**
  * With REDIS_URL (CI's second pass) two instances share one Redis and must count one budget
@@ -101,6 +104,42 @@ describe("Redis unreachable", () => {
       assert.equal(ready.json().checks.redis.status, "degraded");
     } finally {
       await degraded.close();
+    }
+  });
+});
+
+describe("the counting scripts on a Redis of the test's own", () => {
+  it("go as EVALSHA, and count on exactly when Redis has forgotten them (SCRIPT FLUSH, a restart)", async () => {
+    const server = await startRedisServer();
+    const redis = new Redis(server.url);
+    try {
+      const limiter = redisRateLimiter(redis, `rl-scripts:${randomBytes(4).toString("hex")}`);
+      const calls = async (command: string) => {
+        const line = (await redis.info("commandstats"))
+          .split("\r\n")
+          .find((l) => l.startsWith(`cmdstat_${command}:`));
+        return Number(/calls=(\d+)/.exec(line ?? "")?.[1] ?? 0);
+      };
+      assert.equal(await limiter.consume("k", 4), null);
+      assert.equal(await limiter.consume("k", 4), null);
+      await redis.script("FLUSH");
+      // Two more pass, through the script sent again after NOSCRIPT; the fifth of the window is over.
+      assert.equal(await limiter.consume("k", 4), null);
+      assert.equal(await limiter.consume("k", 4), null);
+      assert.equal((await limiter.consume("k", 4))?.perMinute, 4);
+      // A refused request counts too (five in the window): two refunds leave three.
+      await redis.script("FLUSH");
+      await limiter.refund("k", 4);
+      await limiter.refund("k", 4);
+      assert.equal(await limiter.consume("k", 4), null, "the refunds gave one back");
+      assert.ok(await limiter.consume("k", 4));
+      // A script's text went to Redis only when Redis did not have it: the count script on its first
+      // call and after each flush, the refund script after the second flush.
+      assert.equal(await calls("eval"), 4);
+      assert.ok((await calls("evalsha")) >= 6);
+    } finally {
+      redis.disconnect();
+      await server.stop();
     }
   });
 });

@@ -76,17 +76,12 @@ export function memoryRateLimiter(): RateLimiter {
 export function redisRateLimiter(redis: RedisClient, prefix = "gss:rl"): RateLimiter {
   const insurance = memoryRateLimiter();
   const key = (id: number | string) => counterKey(prefix, id);
+  const scripts = rateScripts(redis);
   // One result per request: null when it may pass, or the refusal.
   const count = batchPerKey(
     async (id: number | string, budgets: number[]): Promise<(RateLimitRefusal | null)[]> => {
       try {
-        const [total, ttlMs] = (await redis.eval(
-          COUNT_SCRIPT,
-          1,
-          key(id),
-          budgets.length,
-          WINDOW_SEC * 1000,
-        )) as [number, number];
+        const [total, ttlMs] = await scripts.gssRateCount(key(id), budgets.length, WINDOW_SEC * 1000);
         const first = total - budgets.length + 1;
         return budgets.map((perMinute, i) =>
           first + i <= perMinute ? null : tooMany(perMinute, Math.max(ttlMs, 1)),
@@ -103,12 +98,31 @@ export function redisRateLimiter(redis: RedisClient, prefix = "gss:rl"): RateLim
     consume: (id, perMinute) => count(id, perMinute),
     async refund(id, perMinute) {
       try {
-        await redis.eval(REFUND_SCRIPT, 1, key(id));
+        await scripts.gssRateRefund(key(id));
       } catch {
         await insurance.refund(id, perMinute);
       }
     },
   };
+}
+
+/** The two scripts below as commands of the client. */
+interface RateScripts {
+  gssRateCount(key: string, count: number, windowMs: number): Promise<[number, number]>;
+  gssRateRefund(key: string): Promise<number>;
+}
+
+/**
+ * The scripts as ioredis commands (defineCommand): each call sends EVALSHA with the script's
+ * digest instead of EVAL with its text, and Redis looks the script up instead of hashing the text
+ * again; a server that does not have it (restarted, or a replica promoted in a failover) answers
+ * NOSCRIPT and ioredis sends the text once. Defining them again on the same client (a second
+ * limiter) replaces them with the same.
+ */
+function rateScripts(redis: RedisClient): RateScripts {
+  redis.defineCommand("gssRateCount", { numberOfKeys: 1, lua: COUNT_SCRIPT });
+  redis.defineCommand("gssRateRefund", { numberOfKeys: 1, lua: REFUND_SCRIPT });
+  return redis as unknown as RateScripts;
 }
 
 /**

@@ -22,6 +22,7 @@ import { openPostgres } from "../../src/db/postgres.ts";
 import { type LocalIssuer, localIssuer } from "../../src/identity/tokens.ts";
 import { creditDeposit } from "../../src/ledger/ledger.ts";
 import { ZERO_HASH } from "../../src/paymaster/layout.ts";
+import { logOptions } from "../../src/process/log.ts";
 import { wireServices } from "../../src/services.ts";
 import type { ChainOperation } from "../../src/settlement/scan.ts";
 import { assertEventsMatchRegistry } from "./events.ts";
@@ -401,8 +402,9 @@ async function startOn(
   });
   opened.push(() => wired.close());
   const logs: string[] = [];
+  // The service's own serializers (process/log.ts), so that what the tests read is what it logs.
   const logger = pino(
-    { level: options.logLevel ?? "debug" },
+    logOptions(options.logLevel ?? "debug"),
     new Writable({
       write(chunk, _enc, done) {
         logs.push(String(chunk));
