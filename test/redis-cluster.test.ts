@@ -25,12 +25,9 @@ before(async () => {
   cluster = await startRedisCluster({ masters: 3, replicas: 1 });
   store = await openTestDb();
   prefix = `rl-cluster:${randomBytes(6).toString("hex")}`;
-  // A generous command bound: the exact counts below need every batch counted in the cluster,
-  // and with the default 500 ms a CI host running three files at once stalled this process's
-  // event loop past it (the timer fires before the reply is read), so that one instance's whole
-  // batch of 30 was counted in memory (40 of 60 passed against a budget of 20, twice). Falling
-  // back to memory is tested in rate-limits.test.ts and readiness.test.ts with Redis away.
-  const env = { REDIS_URL: "", REDIS_CLUSTER_NODES: cluster.seeds, REDIS_COMMAND_TIMEOUT_MS: "5000" };
+  // The exact counts below need every batch counted in the cluster: startTestApp bounds a command
+  // at 5 s, past any event-loop stall of a busy CI host (test/support/app.ts).
+  const env = { REDIS_URL: "", REDIS_CLUSTER_NODES: cluster.seeds };
   a = await startTestApp({ db: store, rateLimitPrefix: prefix, env });
   b = await startTestApp({ db: store, rateLimitPrefix: prefix, env });
   await waitRedisReady(a);

@@ -387,6 +387,13 @@ async function startOn(
     SECRETS_ENCRYPTION_KEY: TEST_SECRETS_KEY,
     CHAIN_14601_PAYMASTER_ADDRESS: TEST_PAYMASTER,
     CHAIN_14601_RPC_URL: "http://127.0.0.1:9",
+    // Each Redis command may take 5 s, not production's 500 ms. A CI host running three test
+    // processes stalled event loops past 500 ms (the timer fires before the reply is read): the
+    // exact-count tests on Redis, the Cluster and Sentinel saw one instance's whole batch counted
+    // in memory (40 of 60 passed against a budget of 20), and readiness read degraded in a test
+    // about something else (two PINGs in a row, test/chain/paymaster-stake.test.ts, 2026-11-29).
+    // Falling back to memory is tested with Redis away (a closed port fails at once).
+    REDIS_COMMAND_TIMEOUT_MS: "5000",
     ...options.env,
   });
   const overrides: Partial<Services> = options.now ? { now: options.now } : {};
