@@ -23,6 +23,8 @@
 //   node scripts/run-tests.mjs [files…]
 //   TEST_CONCURRENCY=n      test processes run at once (default 2)
 //   TEST_FILE_TIMEOUT_MS=n  longest a test process may run (default 15 minutes)
+//   TEST_EXIT_GRACE_MS=n    longest a test process may go on once all its files have ended
+//                           (default 60 s; past it the group fails: something holds it open)
 //   TEST_GROUP_SECONDS=n    recorded seconds of files run in one process (default 45; 0: one file
 //                           per process)
 //   TEST_TIMINGS_SAVE=1     after a run of every file, write its timings to test/timings.json
@@ -40,6 +42,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
+import { StringDecoder } from "node:string_decoder";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "esbuild";
 
@@ -192,6 +195,19 @@ if (storeFree.length > 0) {
 
 const concurrency = Math.max(1, Number(process.env.TEST_CONCURRENCY ?? 2));
 const fileTimeoutMs = Number(process.env.TEST_FILE_TIMEOUT_MS ?? 15 * 60_000);
+const exitGraceMs = Number(process.env.TEST_EXIT_GRACE_MS ?? 60_000);
+// The test processes running now (each the leader of its process group), stopped with the run.
+const live = new Set();
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.on(signal, () => {
+    for (const pid of live) {
+      try {
+        process.kill(-pid, "SIGKILL");
+      } catch {}
+    }
+    process.exit(signal === "SIGINT" ? 130 : 143);
+  });
+}
 const TIMINGS = join(ROOT, "test", "timings.json");
 const known = existsSync(TIMINGS) ? JSON.parse(readFileSync(TIMINGS, "utf8")) : {};
 // A file with no recorded time counts as long (it may be a new slow one).
@@ -276,22 +292,54 @@ function runGroup(group) {
       ? spawn(
           "bash",
           ["-c", `"$0" "$@"; rc=$?; echo "${CPU_MARK}" >&2; times >&2; exit $rc`, process.execPath, ...args],
-          {
-            cwd: ROOT,
-            stdio: ["ignore", "pipe", "pipe"],
-          },
+          { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true },
         )
-      : spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+      : spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    // node --test runs the file in a process of its own: the group is a process group, stopped whole.
+    live.add(child.pid);
+    const stop = () => {
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        child.kill("SIGKILL");
+      }
+    };
     const chunks = [];
-    child.stdout.on("data", (c) => chunks.push(c));
-    child.stderr.on("data", (c) => chunks.push(c));
+    let stuck = null;
+    // A group of several files runs each as a suite named by the file, whose result line says it
+    // ended (a file alone in its process has no such line: only the timeout stops it).
+    const ended = new Set();
+    let partial = "";
+    const decoder = new StringDecoder("utf8");
+    const onData = (c) => {
+      chunks.push(c);
+      if (stuck || group.files.length === 1) return;
+      const lines = (partial + decoder.write(c)).split("\n");
+      partial = lines.pop();
+      for (const line of lines) {
+        const m = /^[✔✖] (\S+) \([\d.]+ms\)$/.exec(line);
+        if (m) ended.add(m[1]);
+      }
+      // Every file of the group has ended, and the process must now exit: what keeps it open past
+      // the grace (a timer or a connection a test left) fails the group now, not at the timeout.
+      if (group.files.every((f) => ended.has(f)))
+        stuck = setTimeout(() => {
+          hung = true;
+          stop();
+        }, exitGraceMs);
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
     let timedOut = false;
+    let hung = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      child.kill("SIGKILL");
+      stop();
     }, fileTimeoutMs);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
+      clearTimeout(stuck);
+      live.delete(child.pid);
       const ms = Date.now() - t0;
       let text = Buffer.concat(chunks).toString("utf8");
       let cpuNote = "";
@@ -316,7 +364,7 @@ function runGroup(group) {
         const m = new RegExp(`^ℹ ${key} (\\d+)$`, "m").exec(text);
         if (m) totals[key] += Number(m[1]);
       }
-      const ok = code === 0 && !timedOut;
+      const ok = code === 0 && !timedOut && !hung;
       if (group.files.length === 1) {
         timings[group.files[0]] = ms;
         if (!ok) failed.push(group.files[0]);
@@ -325,10 +373,16 @@ function runGroup(group) {
         for (const file of group.files) {
           const line = new RegExp(`^([✔✖]) ${escapeRegExp(file)} \\(([\\d.]+)ms\\)$`, "m").exec(text);
           if (line) timings[file] = Math.round(Number(line[2]));
-          if (!ok && (!line || line[1] === "✖")) failed.push(file);
+          if (!ok && (!line || line[1] === "✖" || timedOut || hung)) failed.push(file);
         }
       }
-      const why = timedOut ? `, stopped after ${fileTimeoutMs} ms` : ok ? "" : `, exit ${code ?? signal}`;
+      const why = timedOut
+        ? `, stopped after ${fileTimeoutMs} ms`
+        : hung
+          ? `, stopped: still running ${exitGraceMs} ms after its last file ended (something a test left holds it open)`
+          : ok
+            ? ""
+            : `, exit ${code ?? signal}`;
       process.stdout.write(`\n── ${name} (${(ms / 1000).toFixed(1)} s${cpuNote}${why})\n${text}`);
       done();
     });

@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { after, before, describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Cluster } from "ioredis";
 import { counterKey } from "../src/rate-limits/limiter.ts";
-import { connectRedis } from "../src/redis/client.ts";
+import { connectRedis, SLOTS_REFRESH_MS } from "../src/redis/client.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
 import { burst, keyIdOf, startLoad, waitRedisReady } from "./support/redis-load.ts";
 import { type RedisCluster, startRedisCluster, waitFor } from "./support/redis-servers.ts";
@@ -94,6 +96,34 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
         const masters = client.nodes("master");
         return masters.length === 3 && masters.every((n) => n.status === "ready") ? true : undefined;
       });
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it("re-reads the slot map on a timer that holds no process open and ends with the client", async () => {
+    const client = connectRedis({
+      mode: "cluster",
+      url: null,
+      nodes: cluster.seeds.split(",").map((s) => ({ host: "127.0.0.1", port: Number(s.split(":")[1]) })),
+    }) as Cluster;
+    const ended = once(client, "end");
+    try {
+      await once(client, "ready");
+      // ioredis's own refresher, which a close during a refresh re-armed for ever, is off; ours runs.
+      assert.equal(client.options.slotsRefreshInterval, 0);
+      const since = Date.now();
+      await once(client, "refresh");
+      assert.ok(Date.now() - since <= SLOTS_REFRESH_MS + 2_000);
+      // Closed while a refresh is in flight (what left a test process alive for 34 minutes): no
+      // refresh runs after the end.
+      client.refreshSlotsCache();
+      client.disconnect();
+      await ended;
+      let after = 0;
+      client.on("refresh", () => after++);
+      await sleep(2 * SLOTS_REFRESH_MS + 500);
+      assert.equal(after, 0);
     } finally {
       client.disconnect();
     }

@@ -94,6 +94,9 @@ function followSwitches(client: Redis, config: Extract<RedisConfig, { mode: "sen
   });
 }
 
+/** How often a cluster client re-reads the slot map without being told to (MOVED). */
+export const SLOTS_REFRESH_MS = 2000;
+
 function connectCluster(config: Extract<RedisConfig, { mode: "cluster" }>): Cluster {
   const cluster = new Cluster(config.nodes, {
     enableOfflineQueue: false,
@@ -105,9 +108,11 @@ function connectCluster(config: Extract<RedisConfig, { mode: "cluster" }>): Clus
     retryDelayOnFailover: 150,
     retryDelayOnClusterDown: 150,
     retryDelayOnTryAgain: 150,
-    // The slot map is re-read on every MOVED too; the interval catches a promotion that no
-    // command has run into yet.
-    slotsRefreshInterval: 2000,
+    // ioredis's own periodic refresh is off: a client closed while one of its refreshes is in
+    // flight arms the next round when that refresh answers, and from then on refreshes every
+    // interval, for ever, and keeps its process alive (a test process outlived its file by 34
+    // minutes on 2026-11-29; a service would not exit on SIGTERM). The refresh below replaces it.
+    slotsRefreshInterval: 0,
     redisOptions: {
       ...credentialsOf(config.url),
       maxRetriesPerRequest: 1,
@@ -122,6 +127,13 @@ function connectCluster(config: Extract<RedisConfig, { mode: "cluster" }>): Clus
   cluster.on("+node", (node: Redis) => {
     if (!node.options.readOnly && node.status === "wait") node.connect().catch(() => {});
   });
+  // The slot map is re-read on every MOVED too; this catches a promotion that no command has run
+  // into yet. The timer never holds the process open, and stops when the client ends.
+  const refresh = setInterval(() => {
+    if (cluster.status === "ready") cluster.refreshSlotsCache(() => {});
+  }, SLOTS_REFRESH_MS);
+  refresh.unref();
+  cluster.once("end", () => clearInterval(refresh));
   return cluster;
 }
 
