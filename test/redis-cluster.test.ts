@@ -37,6 +37,15 @@ before(async () => {
   await warmEveryMaster();
 });
 
+/** A client of the test's cluster, made by the service's own factory. */
+function clusterClient(): Cluster {
+  return connectRedis({
+    mode: "cluster",
+    url: null,
+    nodes: cluster.seeds.split(",").map((s) => ({ host: "127.0.0.1", port: Number(s.split(":")[1]) })),
+  }) as Cluster;
+}
+
 /**
  * One counted request from each instance to every master, before anything is measured: a
  * client's first command to a node also opens its connection, which on a loaded machine can
@@ -86,11 +95,7 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
   });
 
   it("opens a connection to every master as soon as the slot map names it, before any command", async () => {
-    const client = connectRedis({
-      mode: "cluster",
-      url: null,
-      nodes: cluster.seeds.split(",").map((s) => ({ host: "127.0.0.1", port: Number(s.split(":")[1]) })),
-    }) as Cluster;
+    const client = clusterClient();
     try {
       await waitFor("every master connected without a command", async () => {
         const masters = client.nodes("master");
@@ -102,11 +107,7 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
   });
 
   it("re-reads the slot map on a timer that holds no process open and ends with the client", async () => {
-    const client = connectRedis({
-      mode: "cluster",
-      url: null,
-      nodes: cluster.seeds.split(",").map((s) => ({ host: "127.0.0.1", port: Number(s.split(":")[1]) })),
-    }) as Cluster;
+    const client = clusterClient();
     const ended = once(client, "end");
     try {
       await once(client, "ready");
