@@ -110,8 +110,9 @@ function connectCluster(config: Extract<RedisConfig, { mode: "cluster" }>): Clus
     retryDelayOnTryAgain: 150,
     // ioredis's own periodic refresh is off: a client closed while one of its refreshes is in
     // flight arms the next round when that refresh answers, and from then on refreshes every
-    // interval, for ever, and keeps its process alive (a test process outlived its file by 34
-    // minutes on 2026-11-29; a service would not exit on SIGTERM). The refresh below replaces it.
+    // interval, for ever, and keeps its process alive (a test process outlived its files by 34
+    // minutes on 2026-11-29; the service's shutdown ends in process.exit, so it still exited). The
+    // refresh below replaces it.
     slotsRefreshInterval: 0,
     redisOptions: {
       ...credentialsOf(config.url),
