@@ -106,7 +106,7 @@ describe("Redis unreachable", () => {
 });
 
 describe("the counting scripts on a Redis of the test's own", () => {
-  it("go as EVALSHA, and count on exactly when Redis has forgotten them (SCRIPT FLUSH, a restart)", async () => {
+  it("go as EVALSHA, and count on exactly when Redis has forgotten them (SCRIPT FLUSH, as a restart leaves it)", async () => {
     const server = await startRedisServer();
     const redis = new Redis(server.url);
     try {

@@ -113,9 +113,7 @@ describe("rate limits on a Redis Cluster (3 masters + 3 replicas, two instances)
       await once(client, "ready");
       // ioredis's own refresher, which a close during a refresh re-armed for ever, is off; ours runs.
       assert.equal(client.options.slotsRefreshInterval, 0);
-      const since = Date.now();
       await once(client, "refresh");
-      assert.ok(Date.now() - since <= SLOTS_REFRESH_MS + 2_000);
       // Closed while a refresh is in flight (what left a test process alive for 34 minutes): no
       // refresh runs after the end.
       client.refreshSlotsCache();
