@@ -158,7 +158,7 @@ export async function buildApp({
   app.addHook("onRoute", documentRoute);
   installAuthentication(app, services);
   // Request metrics, and who called and how it ended on every request's log lines.
-  installRequestObservability(app, services.metrics);
+  installRequestObservability(app, services.metrics, { successLogEvery: services.config.requestLogEvery });
   for (const routes of [
     healthRoutes,
     chainRoutes,

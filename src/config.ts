@@ -151,6 +151,11 @@ export interface Config {
   depositXpub: string | null;
   chains: ChainConfig[];
   logLevel: string;
+  /**
+   * One "request completed" line in this many for requests answered below 400 without a refusal
+   * code (1: every request). Errors and refusals are always logged (REQUEST_LOG_EVERY).
+   */
+  requestLogEvery: number;
   /** Interval at which cached API-key records are re-read, bounding how long a revoked key lives. */
   keyCacheTtlMs: number;
   /**
@@ -335,6 +340,7 @@ export function loadConfig(env: Env = process.env): Config {
     depositXpub: read("DEPOSIT_XPUB", xpub, null),
     chains: read("CHAINS", chainIdList, [14601]).map((chainId) => readChain(chainId, env, read, problems)),
     logLevel: read("LOG_LEVEL", (v) => oneOf(v, LOG_LEVELS), "info"),
+    requestLogEvery: read("REQUEST_LOG_EVERY", (v) => intIn(v, 1, 1_000_000), 1),
     keyCacheTtlMs: read("KEY_CACHE_TTL_MS", (v) => intIn(v, 0, 5000), 2000),
     clockSkewSec: read("CLOCK_SKEW_SEC", (v) => intIn(v, 0, 3600), 60),
     preVerification: {

@@ -68,6 +68,33 @@ describe("x-request-id", () => {
     }
   });
 
+  it("REQUEST_LOG_EVERY=3: one successful request's line in three, every error's line, and metrics for all", async () => {
+    const sampled = await startTestApp({ logLevel: "info", env: { REQUEST_LOG_EVERY: "3" } });
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 7; i++) {
+        const res = await sampled.app.inject({ method: "GET", url: "/health" });
+        assert.equal(res.statusCode, 200);
+        ids.push(String(res.headers["x-request-id"]));
+      }
+      const missing = await sampled.app.inject({ method: "GET", url: "/no/such/route" });
+      const lines = sampled.logs.map((l) => JSON.parse(l)).filter((l) => l.msg === "request completed");
+      // The third and sixth successful requests, and the 404.
+      assert.deepEqual(
+        lines.map((l) => l.reqId),
+        [ids[2], ids[5], String(missing.headers["x-request-id"])],
+      );
+      assert.equal(lines[2].code, "not_found");
+      const metrics = await sampled.app.inject({ method: "GET", url: "/metrics" });
+      const health = metrics.body
+        .split("\n")
+        .find((l) => l.startsWith("gss_http_requests_total{") && l.includes('route="/health"'));
+      assert.ok(health?.endsWith(" 7"), `every /health request counted: ${health}`);
+    } finally {
+      await sampled.close();
+    }
+  });
+
   it("a safe incoming id is kept: echoed, in the problem body, and the reqId of every line of the request", async () => {
     const id = "lb-7f3a.trace:01_A-z";
     const res = await t.request({ method: "GET", url: "/no/such/route", headers: { "x-request-id": id } });

@@ -7,7 +7,9 @@
  *   echoed in the response (app.ts) and is the `reqId` of every log line of the request.
  * - Log lines: one per request at `info`, "request completed", with the method, the URL (API
  *   keys already cut out of it, identity/url-key.ts), the client's address, the status and the time
- *   taken; an "incoming request" line on arrival only at `debug` (Fastify's own pair costs a
+ *   taken (for answers below 400 without a refusal code, one in REQUEST_LOG_EVERY: writing the
+ *   line was about 42 us of the service's 477 us of CPU per authorization under the bench, 9 %,
+ *   bench/results-2026-11-29-stop42.txt; errors and refusals always have theirs); an "incoming request" line on arrival only at `debug` (Fastify's own pair costs a
  *   second serialisation and write per request; the README's Performance section has the figures).
  *   Once the caller is known, the request's logger carries `projectId` and `apiKeyId` (an API
  *   key's id, never the key) or `developerId`; the completion line also carries the route
@@ -64,7 +66,14 @@ export function noteRpcMethod(request: FastifyRequest, method: string): void {
   request.rpcMethod = method;
 }
 
-export function installRequestObservability(app: FastifyInstance, metrics: Metrics): void {
+export function installRequestObservability(
+  app: FastifyInstance,
+  metrics: Metrics,
+  options: { successLogEvery?: number } = {},
+): void {
+  const every = Math.max(1, Math.floor(options.successLogEvery ?? 1));
+  // Successful requests answered since the last one logged.
+  let unlogged = 0;
   app.decorateRequest("errorCode", null);
   app.decorateRequest("rpcMethod", null);
   app.decorateRequest("callerLogged", false);
@@ -88,12 +97,16 @@ export function installRequestObservability(app: FastifyInstance, metrics: Metri
     const route = request.routeOptions.url ?? "unmatched";
     const method = METHODS.has(request.method) ? request.method : "other";
     const code = request.errorCode;
-    infoWithBindings(
-      reply.log,
-      callerBindings(request, { route, ...(code ? { code } : {}) }),
-      { req: request, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime },
-      "request completed",
-    );
+    const logged = every === 1 || code !== null || reply.statusCode >= 400 || ++unlogged >= every;
+    if (logged) {
+      if (every > 1 && !code && reply.statusCode < 400) unlogged = 0;
+      infoWithBindings(
+        reply.log,
+        callerBindings(request, { route, ...(code ? { code } : {}) }),
+        { req: request, res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime },
+        "request completed",
+      );
+    }
     metrics.httpRequest(route, method, reply.statusCode, reply.elapsedTime / 1000);
     if (method !== "POST") return;
     if (route === "/sponsor/authorize") {
