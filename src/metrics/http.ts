@@ -7,10 +7,12 @@
  *   echoed in the response (app.ts) and is the `reqId` of every log line of the request.
  * - Log lines: one per request at `info`, "request completed", with the method, the URL (API
  *   keys already cut out of it, identity/url-key.ts), the client's address, the status and the time
- *   taken (for answers below 400 without a refusal code, one in REQUEST_LOG_EVERY: writing the
- *   line was about 42 us of the service's 477 us of CPU per authorization under the bench, 9 %,
- *   bench/results-2026-11-29-stop42.txt; errors and refusals always have theirs); an "incoming request" line on arrival only at `debug` (Fastify's own pair costs a
+ *   taken; an "incoming request" line on arrival only at `debug` (Fastify's own pair costs a
  *   second serialisation and write per request; the README's Performance section has the figures).
+ *   Of the requests answered below 400 without a refusal code, one in REQUEST_LOG_EVERY has its
+ *   line (default 1: every one); errors and refusals always do. Writing the line was about 42 us
+ *   of the service's 477 us of CPU per authorization under the bench, 9 %
+ *   (bench/results-2026-11-29-stop42.txt).
  *   Once the caller is known, the request's logger carries `projectId` and `apiKeyId` (an API
  *   key's id, never the key) or `developerId`; the completion line also carries the route
  *   template and, for a refusal, its stable `code`. Every line a request logs carries its reqId.
