@@ -71,10 +71,9 @@ export function noteRpcMethod(request: FastifyRequest, method: string): void {
 export function installRequestObservability(
   app: FastifyInstance,
   metrics: Metrics,
-  options: { successLogEvery?: number } = {},
+  options: { successLogEvery: number },
 ): void {
-  const every = Math.max(1, Math.floor(options.successLogEvery ?? 1));
-  // Successful requests answered since the last one logged.
+  // Successful requests answered since the last one logged (REQUEST_LOG_EVERY, 1 or more).
   let unlogged = 0;
   app.decorateRequest("errorCode", null);
   app.decorateRequest("rpcMethod", null);
@@ -99,9 +98,9 @@ export function installRequestObservability(
     const route = request.routeOptions.url ?? "unmatched";
     const method = METHODS.has(request.method) ? request.method : "other";
     const code = request.errorCode;
-    const logged = every === 1 || code !== null || reply.statusCode >= 400 || ++unlogged >= every;
-    if (logged) {
-      if (every > 1 && !code && reply.statusCode < 400) unlogged = 0;
+    const success = !code && reply.statusCode < 400;
+    if (!success || ++unlogged >= options.successLogEvery) {
+      if (success) unlogged = 0;
       infoWithBindings(
         reply.log,
         callerBindings(request, { route, ...(code ? { code } : {}) }),
