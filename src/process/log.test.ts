@@ -1,9 +1,12 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { Writable } from "node:stream";
 import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import Fastify from "fastify";
 import { pino } from "pino";
-import { CENSORED, loggedHeaders, loggedRequest, logOptions, processLogger } from "./log.ts";
+import { CENSORED, LOG_BLOCK_BYTES, loggedHeaders, loggedRequest, logOptions, processLogger } from "./log.ts";
 
 const TOKEN = "Bearer eyJhbGciOiJFUzI1NiJ9.secret-token";
 
@@ -82,5 +85,56 @@ describe("the process logger keeps credentials out of its lines", () => {
     assert.ok(!("headers" in req));
     assert.equal((seen.headers as Record<string, unknown>).authorization, CENSORED);
     assert.ok(!out.text.includes("secret-token"), out.text);
+  });
+});
+
+describe("the process logger's stdout writes", () => {
+  // A child process with the default destination (stdout in blocks): what it logs, read by us.
+  const child = (script: string) =>
+    spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+  const preamble = `import { processLogger } from "./src/process/log.ts"; const log = processLogger("info");`;
+
+  it("an idle process's line still reaches stdout while the process runs (the periodic flush)", {
+    timeout: 20_000,
+  }, async (t) => {
+    // One short line, far below LOG_BLOCK_BYTES; the child stays up until we close its stdin.
+    const proc = child(`${preamble} log.info({ n: 1 }, "lonely line"); process.stdin.resume();`);
+    t.after(() => proc.kill());
+    let text = "";
+    await new Promise<void>((resolve, reject) => {
+      proc.stdout!.on("data", (chunk) => {
+        text += String(chunk);
+        if (text.includes("\n")) resolve();
+      });
+      proc.on("exit", (code) => reject(new Error(`the child exited (${code}) before its line came out`)));
+    });
+    assert.equal(proc.exitCode, null, "the line came out while the process was still running");
+    proc.stdin!.end();
+    await once(proc, "exit");
+    assert.equal(lines(text)[0]!.msg, "lonely line");
+  });
+
+  it("lines logged right before process.exit, and more than a block of them, all come out in order", async () => {
+    const count = Math.ceil((3 * LOG_BLOCK_BYTES) / 60);
+    const proc = child(
+      `${preamble} for (let i = 0; i < ${count}; i++) log.info({ i }, "line"); log.error("last words"); process.exit(3);`,
+    );
+    let text = "";
+    proc.stdout!.on("data", (chunk) => {
+      text += String(chunk);
+    });
+    // "close": the process has exited and its stdout has ended.
+    const [code] = await once(proc, "close");
+    assert.equal(code, 3);
+    const got = lines(text);
+    assert.equal(got.length, count + 1);
+    assert.deepEqual(
+      got.slice(0, count).map((l) => l.i),
+      Array.from({ length: count }, (_, i) => i),
+    );
+    assert.equal(got.at(-1)!.msg, "last words");
   });
 });
