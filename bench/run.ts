@@ -217,15 +217,28 @@ async function webhookScenarios(
       url: `${receiver.url}/events`,
       eventTypes: ["sponsorship.sponsored"],
     });
+    // What the endpoint got while the load ran, against the events the load made: a share below 1
+    // means the deliveries fell behind (the backlog is sent after the scenario, off its figures).
+    const delivered = async (label: string, run: () => Promise<Row>) => {
+      const before = (await receiver.counts()).events;
+      const row = await run();
+      const got = (await receiver.counts()).events - before;
+      console.log(
+        `  ${label}: ${got.toLocaleString("en")} events delivered during the scenario, for ${row.result.ok.toLocaleString("en")} authorizations (${((100 * got) / Math.max(1, row.result.ok)).toFixed(0)} %)`,
+      );
+      return row;
+    };
     for (const connections of connectionCounts) {
       out.push(
-        await scenario(
-          "authorize, events subscribed",
-          service,
-          seeded.apiKey,
-          distinct,
-          connections,
-          receiver.child,
+        await delivered(`events subscribed, ${connections} connections`, () =>
+          scenario(
+            "authorize, events subscribed",
+            service,
+            seeded.apiKey,
+            distinct,
+            connections,
+            receiver.child,
+          ),
         ),
       );
     }
@@ -236,13 +249,15 @@ async function webhookScenarios(
     });
     for (const connections of connectionCounts) {
       out.push(
-        await scenario(
-          "authorize + approval webhook",
-          service,
-          seeded.apiKey,
-          distinct,
-          connections,
-          receiver.child,
+        await delivered(`approval webhook (events still subscribed), ${connections} connections`, () =>
+          scenario(
+            "authorize + approval webhook",
+            service,
+            seeded.apiKey,
+            distinct,
+            connections,
+            receiver.child,
+          ),
         ),
       );
     }

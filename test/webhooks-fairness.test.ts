@@ -2,9 +2,11 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, afterEach, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Db } from "../src/db/db.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { approvalGate } from "../src/webhooks/approval.ts";
 import { claimDue, claimStatement } from "../src/webhooks/deliveries.ts";
+import { webhookSender } from "../src/webhooks/egress.ts";
 import { putApproval } from "../src/webhooks/store.ts";
 import { type WebhookWorker, type WorkerOptions, webhookWorker } from "../src/webhooks/worker.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
@@ -251,6 +253,54 @@ describe("webhook fairness across projects", () => {
     assert.equal(forB.received.length, 12);
     assert.equal(forA.peakOpen, 3, "project a: three at once, never more");
     assert.equal(forB.peakOpen, 3, "project b: three at once, never more");
+  });
+});
+
+describe("a freed slot does not wait for the database", () => {
+  it("sends an endpoint's next delivery as its previous exchange ends, before that one's record or the next claim is back", async () => {
+    const p = await project();
+    const r = await receiver({ status: 200 });
+    await addWebhookEndpoint(t, p, r.url, ["deposit.credited"]);
+    await events(p.projectId, 3);
+    // What the worker does, in order: its claims and records as the database sees them, its sends.
+    const log: string[] = [];
+    const traced = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop !== "query") return Reflect.get(target, prop, receiver);
+        return async (text: string, values?: unknown[], name?: string) => {
+          const what =
+            name === "webhook-claim" ? "claim" : name === "webhook-record-attempts" ? "record" : null;
+          if (what) log.push(`${what} asked`);
+          const rows = await target.query(text, values, name);
+          if (what) log.push(`${what} back`);
+          return rows;
+        };
+      },
+    }) as Db;
+    const send = webhookSender("allow");
+    const w = webhookWorker(traced, {
+      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
+      timeoutMs: 30_000,
+      pollIntervalMs: 20,
+      keyring: t.services.keyring,
+      concurrency: 4,
+      caps: { perEndpoint: 1, perProject: 1 },
+      send: (url, req) => {
+        log.push("send");
+        return send(url, req);
+      },
+    });
+    workers.push(w);
+    assert.equal(await w.drain(), 3);
+    assert.equal(r.received.length, 3);
+    assert.equal(r.peakOpen, 1, "one exchange at a time: the endpoint's cap");
+    assert.ok((await deliveries(p.projectId)).every((d) => d.status === "succeeded"));
+    // The second send comes before the first record is back and before the second claim is:
+    // before, a slot's next delivery waited for its previous record and then for a claim.
+    const nth = (entry: string, n: number) =>
+      log.reduce((at, e, i) => (e === entry && --n === 0 ? i : at), -1);
+    assert.ok(nth("send", 2) < nth("record back", 1), log.join(", "));
+    assert.ok(nth("send", 2) < nth("claim back", 2), log.join(", "));
   });
 });
 
