@@ -280,20 +280,20 @@ describe("loadConfig", () => {
     }
   });
 
-  it("gives webhook deliveries 16 slots, 2 per endpoint and 4 per project, and keeps the project's cap below the slots", () => {
+  it("gives webhook deliveries 64 slots, 8 per endpoint and 16 per project, and keeps the project's cap below the slots", () => {
     const d = loadConfig({});
     assert.deepEqual(
       [d.webhookConcurrency, d.webhookMaxInFlightPerEndpoint, d.webhookMaxInFlightPerProject],
-      [16, 2, 4],
+      [64, 8, 16],
     );
     const set = loadConfig({
-      WEBHOOK_CONCURRENCY: "64",
-      WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: "8",
-      WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: "63",
+      WEBHOOK_CONCURRENCY: "16",
+      WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: "2",
+      WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT: "15",
     });
     assert.deepEqual(
       [set.webhookConcurrency, set.webhookMaxInFlightPerEndpoint, set.webhookMaxInFlightPerProject],
-      [64, 8, 63],
+      [16, 2, 15],
     );
     for (const [name, bad] of [
       ["WEBHOOK_CONCURRENCY", "1"],

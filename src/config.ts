@@ -375,9 +375,9 @@ export function loadConfig(env: Env = process.env): Config {
     webhookMaxAttempts: read("WEBHOOK_MAX_ATTEMPTS", (v) => intIn(v, 1, 30), 15),
     webhookRetryBaseMs: read("WEBHOOK_RETRY_BASE_MS", (v) => intIn(v, 10, 3_600_000), 10_000),
     webhookPollIntervalMs: read("WEBHOOK_POLL_INTERVAL_MS", (v) => intIn(v, 50, 60_000), 1000),
-    webhookConcurrency: read("WEBHOOK_CONCURRENCY", (v) => intIn(v, 2, 256), 16),
-    webhookMaxInFlightPerEndpoint: read("WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", (v) => intIn(v, 1, 255), 2),
-    webhookMaxInFlightPerProject: read("WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT", (v) => intIn(v, 1, 255), 4),
+    webhookConcurrency: read("WEBHOOK_CONCURRENCY", (v) => intIn(v, 2, 256), 64),
+    webhookMaxInFlightPerEndpoint: read("WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT", (v) => intIn(v, 1, 255), 8),
+    webhookMaxInFlightPerProject: read("WEBHOOK_MAX_IN_FLIGHT_PER_PROJECT", (v) => intIn(v, 1, 255), 16),
     webhookPrivateTargets: read(
       "WEBHOOK_PRIVATE_TARGETS",
       (v) => oneOf(v, ["refuse", "allow"]),

@@ -80,8 +80,8 @@ export function eventBody(
 }
 
 /** Slots per instance, and the caps within them, unless the configuration says otherwise. */
-export const DEFAULT_CONCURRENCY = 16;
-export const DEFAULT_CAPS: InFlightCaps = { perEndpoint: 2, perProject: 4 };
+export const DEFAULT_CONCURRENCY = 64;
+export const DEFAULT_CAPS: InFlightCaps = { perEndpoint: 8, perProject: 16 };
 
 export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
   const caps: InFlightCaps = { ...DEFAULT_CAPS, ...options.caps };
