@@ -193,7 +193,8 @@ describe("two service processes on one database", () => {
 
     await a.kill("SIGKILL");
     await until("b to take over", async () => ((await b.leaderGauge()) === 1 ? true : undefined));
-    assert.ok(b.logged("leading the chain watchers"));
+    // Log lines reach stdout within 100 ms of being logged (process/log.ts), not at once.
+    await until("b to log that it leads", () => (b.logged("leading the chain watchers") ? true : undefined));
 
     const second = await sendDeposit(chain, depositAddress, parseEther("2"));
     await until("the second deposit credited (by b)", async () =>
