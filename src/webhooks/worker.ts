@@ -250,6 +250,9 @@ interface DeliveryPool {
  */
 const CLAIMED_PER_SLOT = 2;
 
+/** How long a claim that only tops up waiting deliveries is put off, so that it serves several exchanges. */
+const REFILL_AFTER_MS = 10;
+
 /**
  * The worker's slots. A delivery holds a slot during its exchange with the receiver; the caps
  * bound the exchanges per endpoint and per project. Claims run one at a time per instance and take
@@ -308,7 +311,7 @@ function deliveryPool(p: {
       count(claimed, d, -1);
       if (!p.stopped()) {
         startWaiting();
-        fill().catch((err) => p.warn({ err: (err as Error).message }, "webhook claim failed"));
+        refill();
       }
     };
     track(
@@ -380,6 +383,25 @@ function deliveryPool(p: {
     }
   };
 
+  const fillNow = (): void => {
+    fill().catch((err) => p.warn({ err: (err as Error).message }, "webhook claim failed"));
+  };
+  // While deliveries wait claimed, the freed slots were refilled from them: the claim that tops
+  // the wait up can take what several exchanges freed at once, a moment later, instead of one
+  // claim per exchange. Nothing waiting: claim at once, a slot is idle.
+  let refillTimer: NodeJS.Timeout | null = null;
+  const refill = (): void => {
+    if (waiting.length === 0) {
+      fillNow();
+      return;
+    }
+    if (refillTimer) return;
+    refillTimer = setTimeout(() => {
+      refillTimer = null;
+      if (!p.stopped()) fillNow();
+    }, REFILL_AFTER_MS);
+  };
+
   const fill = (): Promise<void> => {
     if (!p.stopped()) startWaiting();
     if (claiming) {
@@ -402,6 +424,8 @@ function deliveryPool(p: {
       return launched - before;
     },
     async settle() {
+      if (refillTimer) clearTimeout(refillTimer);
+      refillTimer = null;
       await claiming?.catch(() => {});
       const left = waiting;
       waiting = [];
