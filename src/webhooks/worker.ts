@@ -339,7 +339,8 @@ function deliveryPool(p: {
 
   /** Starts the waiting deliveries that fit under the caps now, oldest first. */
   const startWaiting = (): void => {
-    if (waiting.length === 0) return;
+    // Once stopped nothing starts: settle hands back what waits, a claim that returns late included.
+    if (waiting.length === 0 || p.stopped()) return;
     const now = performance.now();
     const still: typeof waiting = [];
     for (const w of waiting) {
@@ -403,7 +404,7 @@ function deliveryPool(p: {
   };
 
   const fill = (): Promise<void> => {
-    if (!p.stopped()) startWaiting();
+    startWaiting();
     if (claiming) {
       again = true;
       return claiming;
