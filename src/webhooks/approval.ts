@@ -66,29 +66,22 @@ export function approvalGate(deps: {
   keyring: Keyring;
 }): ApprovalGate {
   const send: WebhookSend = deps.send ?? webhookSender("allow");
-  // The settings with their secret opened once per cache lifetime, not once per request (an
-  // AES-GCM open was about 9 µs of each approval call).
-  type Cached = { settings: ApprovalSettings; opened: ReturnType<typeof openSecret> } | null;
-  const cache = new Lru<string, { value: Cached; expiresAt: number }>(10_000);
-  const settingsOf = async (projectId: string): Promise<Cached> => {
+  const cache = new Lru<string, { settings: ApprovalSettings | null; expiresAt: number }>(10_000);
+  const settingsOf = async (projectId: string): Promise<ApprovalSettings | null> => {
     const t = deps.now();
     const hit = cache.get(projectId);
-    if (hit && hit.expiresAt > t) return hit.value;
+    if (hit && hit.expiresAt > t) return hit.settings;
     const { approval } = await readSettings(deps.db, projectId);
-    const value: Cached = approval && {
-      settings: approval,
-      opened: openSecret(deps.keyring, approval.sealedSecret, approvalBinding(projectId)),
-    };
-    cache.set(projectId, { value, expiresAt: t + deps.cacheTtlMs });
-    return value;
+    cache.set(projectId, { settings: approval, expiresAt: t + deps.cacheTtlMs });
+    return approval;
   };
   return {
     async check(req) {
-      const cached = await settingsOf(req.projectId);
-      if (!cached) return { kind: "approved", by: "no_webhook" };
-      const { settings, opened } = cached;
+      const settings = await settingsOf(req.projectId);
+      if (!settings) return { kind: "approved", by: "no_webhook" };
       // Nothing is sent unsigned: a secret that cannot be opened is a failure to ask, which the
       // project's fail mode decides like any other.
+      const opened = openSecret(deps.keyring, settings.sealedSecret, approvalBinding(req.projectId));
       if (!opened.ok) {
         deps.metrics?.approvalCall("error", 0);
         return decide(settings.failMode, {

@@ -8,7 +8,6 @@
  * transaction open across it. An instance that dies mid-attempt (SIGKILL, a lost host) leaves
  * its rows to be claimed again when the lease runs out: at least once, never lost.
  */
-import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import type { Keyring } from "../secrets/envelope.ts";
 import { endpointBinding, openSecret } from "./store.ts";
@@ -208,31 +207,6 @@ export function claimStatement(
  * one still signs); a current one that does not open is a problem the worker records.
  */
 function openedSecrets(
-  ring: Keyring,
-  endpointId: number,
-  current: string,
-  previous: string | null,
-): Pick<ClaimedDelivery, "secrets" | "secretProblem"> {
-  // The same sealed values under the same keyring open to the same secrets: each is opened once,
-  // not once per delivery (an AES-GCM open is about 9 µs). Keyed by the sealed text, so a rotated
-  // secret is a new entry; per keyring, so a ring without the key still fails to open it.
-  let cache = openedByRing.get(ring);
-  if (!cache) {
-    cache = new Lru(OPENED_SECRETS_CACHED);
-    openedByRing.set(ring, cache);
-  }
-  const key = `${endpointId}|${current}|${previous ?? ""}`;
-  const hit = cache.get(key);
-  if (hit) return hit;
-  const opened = openedNow(ring, endpointId, current, previous);
-  cache.set(key, opened);
-  return opened;
-}
-
-const OPENED_SECRETS_CACHED = 10_000;
-const openedByRing = new WeakMap<Keyring, Lru<string, Pick<ClaimedDelivery, "secrets" | "secretProblem">>>();
-
-function openedNow(
   ring: Keyring,
   endpointId: number,
   current: string,

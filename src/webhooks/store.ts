@@ -8,6 +8,7 @@
  * `project_webhook_settings:<project id>`. They are sealed here, before they reach SQL, and
  * opened only where a request is signed.
  */
+import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import { projectTanks } from "../projects/store.ts";
 import { type Keyring, OPEN_FAILURES, open, seal } from "../secrets/envelope.ts";
@@ -83,20 +84,36 @@ export const WEBHOOK_SEALED_COLUMNS: readonly SealedColumns[] = [
   },
 ];
 
+type OpenedSecret = { ok: true; secret: string } | { ok: false; why: string };
+
 /**
  * Opens a secret read from a row. The reason a value cannot be opened is for logs (it never
  * includes the value).
+ *
+ * The same sealed value, binding and keyring always open alike, so each is opened once and kept
+ * in a bounded LRU per keyring, not opened on every delivery and approval call that uses it (an
+ * AES-GCM open is about 9 µs). A rotated or altered value is a new entry; a ring that cannot open
+ * a value keeps failing to.
  */
-export function openSecret(
-  ring: Keyring,
-  sealed: string,
-  binding: string,
-): { ok: true; secret: string } | { ok: false; why: string } {
+export function openSecret(ring: Keyring, sealed: string, binding: string): OpenedSecret {
+  let cache = openedByRing.get(ring);
+  if (!cache) {
+    cache = new Lru(OPENED_SECRETS_CACHED);
+    openedByRing.set(ring, cache);
+  }
+  const key = `${binding}|${sealed}`;
+  const hit = cache.get(key);
+  if (hit) return hit;
   const opened = open(ring, sealed, binding);
-  return opened.ok
+  const result: OpenedSecret = opened.ok
     ? { ok: true, secret: opened.plaintext }
     : { ok: false, why: OPEN_FAILURES[opened.reason] };
+  cache.set(key, result);
+  return result;
 }
+
+const OPENED_SECRETS_CACHED = 10_000;
+const openedByRing = new WeakMap<Keyring, Lru<string, OpenedSecret>>();
 
 /**
  * Adds an endpoint, or returns null when the project already has its maximum. The project row is
