@@ -477,6 +477,16 @@ describe("a real cluster (WORKERS=2) whose worker is killed", () => {
         for (const l of primary.lines)
           if (l.msg === "request completed" && l.route === "/health") served.add(l.pid);
       }
+      // Each worker writes its log in blocks: the last requests' lines may be 100 ms behind.
+      await primary.waitForLines(
+        (lines) =>
+          new Set(
+            lines.filter((l) => l.msg === "request completed" && l.route === "/health").map((l) => l.pid),
+          ).size >= 2,
+        "both workers answering /health",
+      );
+      for (const l of primary.lines)
+        if (l.msg === "request completed" && l.route === "/health") served.add(l.pid);
       assert.equal(served.size, 2, "both workers answered /health");
       const healthCount = async () => {
         const res = await fetch(`${primary.baseUrl}/metrics`, { headers: { connection: "close" } });

@@ -275,6 +275,15 @@ describe("cluster mode (WORKERS=2)", () => {
         assert.equal(res.status, 200);
         for (const l of primary.lines) if (l.msg === "request completed") served.add(l.pid);
       }
+      // A worker writes its log lines in blocks, at most LOG_FLUSH_MS (100 ms) late: the lines of
+      // the last requests may still be on their way.
+      for (const w of [w1, w2]) {
+        const line = await primary.waitForLine(
+          (l) => l.msg === "request completed" && l.pid === w.pid,
+          5_000,
+        );
+        served.add(line.pid);
+      }
       assert.deepEqual([...served].sort(), [w1.pid, w2.pid].sort());
 
       // /metrics answers for the whole cluster, whichever worker the scrape reaches: the /health

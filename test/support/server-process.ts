@@ -38,6 +38,12 @@ export interface ServerProcess {
   stderr(): string;
   /** Resolves with the first line (past or future) that matches. */
   waitForLine(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /**
+   * Until `check` holds of the lines so far (polled every 20 ms; default 5 s). The service writes
+   * its log in blocks, up to LOG_FLUSH_MS (100 ms) after a line: what a test counts across lines
+   * (the workers that served, say) waits here rather than reading the lines at once.
+   */
+  waitForLines(check: (lines: LogLine[]) => boolean, what: string, timeoutMs?: number): Promise<void>;
   /** Resolves once the server answers GET /health with 200. */
   waitReady(timeoutMs?: number): Promise<void>;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -148,6 +154,14 @@ export async function startServer(env: Record<string, string | undefined> = {}):
           },
         });
       });
+    },
+    async waitForLines(check, what, timeoutMs = 5_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (!check(lines)) {
+        if (Date.now() > deadline)
+          throw new Error(`no log lines showing ${what} in ${timeoutMs} ms\n${describe()}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
     },
     async waitReady(timeoutMs = 120_000) {
       const deadline = Date.now() + timeoutMs;
