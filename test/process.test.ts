@@ -177,6 +177,8 @@ describe("start-up failures: one log line, a non-zero exit, no stack trace", { c
     });
     try {
       await server.waitReady();
+      // Lines come out in order, in blocks: once the ready line is here, the warnings before it are.
+      await server.waitForLine((l) => l.msg === "gas sponsorship service ready");
       const warnings = server.lines.filter(
         (l) => l.level === 40 && String(l.msg).startsWith("ALLOW_INSECURE_DEFAULTS"),
       );
