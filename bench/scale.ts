@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generatePrivateKey } from "viem/accounts";
 import { encodeCursor } from "../src/analytics/store.ts";
+import { projectKey } from "../src/db/bytes.ts";
 import type { Db } from "../src/db/db.ts";
 import { openPostgres } from "../src/db/postgres.ts";
 import { type ErrorCode, statusOf } from "../src/http/catalogue.ts";
@@ -143,7 +144,8 @@ async function main() {
     const midId = Number(
       (
         await db.query<{ id: string }>(
-          "SELECT id FROM sponsorships WHERE project_id = $1 ORDER BY id LIMIT 1 OFFSET $2",
+          `SELECT id FROM sponsorships WHERE ${projectKey("project_id")} = ${projectKey("$1::text")}
+             AND project_id = $1 ORDER BY id LIMIT 1 OFFSET $2`,
           [projectId, Math.floor(ops / 2)],
         )
       )[0]!.id,
@@ -410,7 +412,8 @@ BEGIN
         actual_gas = 90000 + seq % 1000, actual_gas_cost = 90000000000000 + seq % 1000,
         tx_hash = decode(md5('t' || p_from) || md5(p_from || 't'), 'hex'),
         user_op_hash = decode(md5('u' || seq) || md5(seq || 'u'), 'hex'), settled_at = p_at
-      WHERE project_id = p_project AND seq BETWEEN v_first AND v_last AND status = 'pending'
+      WHERE ${projectKey("project_id")} = ${projectKey("p_project")} AND project_id = p_project
+        AND seq BETWEEN v_first AND v_last AND status = 'pending'
       RETURNING auth_id, seq, sender, paymaster, status, actual_gas, max_gas_cost - actual_gas_cost AS refund,
         actual_gas_cost, tx_hash, user_op_hash),
     o AS (

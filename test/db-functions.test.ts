@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { projectAddressKey } from "../src/db/bytes.ts";
+import { authIdKey, bytes, projectAddressKey, projectKey } from "../src/db/bytes.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { openTestDb, type TestDb } from "./support/app.ts";
 
@@ -154,5 +154,37 @@ describe("the sponsorships' address indexes and the reads that need them", () =>
       });
       assert.match(plan, new RegExp(`\\b${index}\\b`), plan);
     }
+  });
+
+  it("so do the keys of the project and of the authorization id (migrations 048 and 049)", async () => {
+    const id = `'0x${"cd".repeat(32)}'`;
+    for (const [query, index] of [
+      [
+        `SELECT id FROM sponsorships WHERE ${authIdKey("auth_id")} = ${authIdKey(bytes(id))}`,
+        "sponsorships_by_auth_key",
+      ],
+      [
+        `SELECT id FROM sponsorships WHERE ${projectKey("project_id")} = ${projectKey("'p'")} ORDER BY id DESC LIMIT 5`,
+        "sponsorships_by_project_key",
+      ],
+      [
+        `SELECT id FROM sponsorships WHERE ${projectKey("project_id")} = ${projectKey("'p'")} ORDER BY seq DESC LIMIT 5`,
+        "sponsorships_by_project_key_seq",
+      ],
+      [
+        `SELECT id FROM ledger_entries WHERE ${projectKey("project_id")} = ${projectKey("'p'")} AND id > 5`,
+        "ledger_entries_by_project_key",
+      ],
+    ]) {
+      const plan = await store.db.transaction(async (tx) => {
+        await tx.query("SET LOCAL enable_seqscan = off");
+        const rows = await tx.query<{ "QUERY PLAN": string }>(`EXPLAIN ${query}`);
+        return rows.map((r) => r["QUERY PLAN"]).join("\n");
+      });
+      assert.match(plan, new RegExp(`\\b${index}\\b`), plan);
+    }
+    // The SQL function that looks an id up writes the key as the helper does.
+    const adjust = read("functions/", "policy_usage_adjust.sql").replace(/\s+/g, " ");
+    assert.ok(adjust.includes(authIdKey("s.auth_id")), "policy_usage_adjust.sql keys s.auth_id");
   });
 });

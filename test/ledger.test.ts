@@ -318,3 +318,65 @@ describe("funds parity", () => {
     assert.equal(strangers.json().total, 0);
   });
 });
+
+describe("authorization ids (migration 048: looked up by their first 64 bits, then whole)", () => {
+  it("an id already reserved is refused and its batch changes nothing; ids sharing their first 64 bits stay apart", async () => {
+    const p = await seedProject(t, { slug: `ai-${randomBytes(3).toString("hex")}` });
+    await allowlisted(p);
+    await creditDeposit(t.db, {
+      projectId: p.projectId,
+      reference: `ai:${p.projectId}`,
+      amountWei: 10n ** 18n,
+    });
+    const prefix = randomBytes(8).toString("hex");
+    const a = { ...reservation(p.projectId, 1_000n), authId: `0x${prefix}${"aa".repeat(24)}` };
+    const b = { ...reservation(p.projectId, 2_000n), authId: `0x${prefix}${"bb".repeat(24)}` };
+    assert.deepEqual(await reserveMany(t.db, p.projectId, [a]), [{ kind: "reserved" }]);
+    assert.deepEqual(await reserveMany(t.db, p.projectId, [b]), [{ kind: "reserved" }]);
+    const before = await state(p.projectId);
+    assert.deepEqual(before.cached, 10n ** 18n - 3_000n);
+
+    // The same id again, beside a new one: the whole batch is refused, as the unique index on
+    // sponsorships.auth_id refused it before migration 048.
+    await assert.rejects(
+      reserveMany(t.db, p.projectId, [reservation(p.projectId, 500n), { ...a, maxGasCostWei: 700n }]),
+      (err: { code?: string }) => err.code === "23505",
+    );
+    assert.deepEqual(await state(p.projectId), before);
+    const [count] = await t.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM sponsorships WHERE project_id = $1",
+      [p.projectId],
+    );
+    assert.equal(count!.n, 2);
+
+    // Settling one charges that one only, though both share the index's key.
+    const billing = await t.db.transaction((tx) =>
+      billOperation(tx, {
+        authId: b.authId,
+        chainId: 14601,
+        paymaster: PAYMASTER,
+        outcome: "success",
+        actualGasUsed: 21_000n,
+        actualGasCostWei: 1_500n,
+        txHash: `0x${"1".repeat(64)}`,
+        userOpHash: `0x${"2".repeat(64)}`,
+      }),
+    );
+    assert.equal(billing.kind === "charged" && billing.billedWei, 1_500n);
+    const statuses = await t.db.query<{ id: string; status: string; cost: string }>(
+      `SELECT '0x' || encode(auth_id, 'hex') AS id, status, actual_gas_cost::text AS cost
+       FROM sponsorships WHERE project_id = $1 ORDER BY seq`,
+      [p.projectId],
+    );
+    assert.deepEqual(statuses, [
+      { id: a.authId, status: "pending", cost: "0" },
+      { id: b.authId, status: "success", cost: "1500" },
+    ]);
+    assert.deepEqual(await state(p.projectId), {
+      cached: before.cached + 500n,
+      ledger: before.cached + 500n,
+    });
+    assert.equal(await release(t.db, a.authId), true);
+    assert.equal(await release(t.db, b.authId), false);
+  });
+});

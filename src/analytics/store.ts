@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { hex, projectAddressKey } from "../db/bytes.ts";
+import { hex, projectAddressKey, projectKey } from "../db/bytes.ts";
 import type { Queryable } from "../db/db.ts";
 import { tankBalanceSql } from "../ledger/ledger.ts";
 import { type MoneySummary, moneySummary, SPEND_WINDOW_DAYS } from "./money.ts";
@@ -181,7 +181,12 @@ export async function events(
   // holds only those rows; success, most of the history, is a filter on the project's ids.
   const byStatus = filters.status !== undefined && filters.status !== "success";
   const s = byStatus ? "s." : "";
-  const where = [byStatus ? "x.project_id = $1" : "project_id = $1"];
+  // The project's rows through its 64-bit key (migration 049), then the project itself.
+  const where = [
+    byStatus
+      ? "x.project_id = $1"
+      : `${projectKey("project_id")} = ${projectKey("$1::text")} AND project_id = $1`,
+  ];
   const params: unknown[] = [projectId];
   const add = (clause: string, value: unknown) => {
     params.push(value);
@@ -223,7 +228,8 @@ export async function events(
     db.query<Omit<EventRecord, "created_at"> & { created_at: Date }>(
       bySeq
         ? `SELECT ${EVENT_COLUMNS} FROM sponsorships
-           WHERE project_id = $1 AND seq <= (SELECT sponsorships_seq FROM projects WHERE id = $1) - $3
+           WHERE ${projectKey("project_id")} = ${projectKey("$1::text")} AND project_id = $1
+             AND seq <= (SELECT sponsorships_seq FROM projects WHERE id = $1) - $3
            ORDER BY seq DESC LIMIT $2`
         : `SELECT ${EVENT_COLUMNS} FROM sponsorships WHERE project_id = $1 AND id IN (
              SELECT ${id} FROM ${from} WHERE ${where.join(" AND ")}

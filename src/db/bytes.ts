@@ -21,3 +21,31 @@ export const hex = (column: string) => `'0x' || encode(${column}, 'hex')`;
  */
 export const projectAddressKey = (project: string, address: string) =>
   `('x' || left(md5(${project} || '/' || ${address}), 16))::bit(64)::bigint`;
+
+/**
+ * The 64-bit key of sponsorships' authorization-id index (migration 048): the first 8 bytes of the
+ * id, as a bigint. `id` is the id's bytes (a bytea column, or `bytes("$1")`). Ids are random, and
+ * a read compares the whole id as well.
+ */
+export const authIdKey = (id: string) => `('x' || encode(substr(${id}, 1, 8), 'hex'))::bit(64)::bigint`;
+
+/**
+ * The 64-bit key of ledger_entries' index by project (migration 048): the first 64 bits of the
+ * MD5 of the project's id. A shared key is possible: a read that sums or lists compares the project
+ * itself too.
+ */
+export const projectKey = (project: string) => `('x' || left(md5(${project}), 16))::bit(64)::bigint`;
+
+/**
+ * A project's rows with an id above `afterId`, as one range of an index on (projectKey, id)
+ * (migrations 048 and 049): a row comparison bounded on both sides. Written as `key = K AND id > X`
+ * instead, the planner may take the primary key's range of ids and compute the key of every row in
+ * it: a parity tail of 10,000 entries took 13 ms that way, against 3 ms through this range.
+ */
+export const projectIdsAbove = (
+  project: string,
+  afterId: string,
+  columns = { project: "project_id", id: "id" },
+) =>
+  `(${projectKey(columns.project)}, ${columns.id}) > (${projectKey(project)}, ${afterId})
+   AND (${projectKey(columns.project)}, ${columns.id}) <= (${projectKey(project)}, 9223372036854775807)`;

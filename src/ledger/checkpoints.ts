@@ -1,3 +1,4 @@
+import { projectIdsAbove } from "../db/bytes.ts";
 import type { Db, Queryable } from "../db/db.ts";
 
 /**
@@ -16,7 +17,10 @@ export const DEFAULT_CHECKPOINT_EVERY = 10_000;
 
 /**
  * Projects with at least `every` entries after their latest checkpoint, at most `limit` of
- * them. Each project costs an index range of at most `every` entries.
+ * them. Each project costs an index range of at most `every` entries (and their rows: PostgreSQL
+ * does not answer from an index on an expression alone). The range is the project's key (migration
+ * 048), which another project could share; that could only make a project due early, since
+ * writeCheckpoints sums the project's own entries, so the count does not compare the project.
  */
 export async function projectsDueForCheckpoint(
   db: Queryable,
@@ -27,8 +31,11 @@ export async function projectsDueForCheckpoint(
     `SELECT p.id FROM projects p
      WHERE (SELECT count(*) FROM (
          SELECT 1 FROM ledger_entries l
-         WHERE l.project_id = p.id AND l.id > COALESCE((SELECT max(c.last_entry_id) FROM ledger_checkpoints c
-           WHERE c.project_id = p.id), 0)
+         WHERE ${projectIdsAbove(
+           "p.id",
+           "COALESCE((SELECT max(c.last_entry_id) FROM ledger_checkpoints c WHERE c.project_id = p.id), 0)",
+           { project: "l.project_id", id: "l.id" },
+         )}
          LIMIT $1) tail) >= $1
      ORDER BY p.id LIMIT $2`,
     [every, limit],
@@ -66,7 +73,9 @@ export async function writeCheckpoints(db: Db, projectIds: string[]): Promise<st
        ), next AS (
          SELECT l.project_id, l.chain_id, l.cached, t.last_id, l.balance + t.amount AS balance, l.entries + t.n AS entries
          FROM latest l, LATERAL (SELECT max(e.id) AS last_id, COALESCE(sum(e.amount), 0) AS amount, count(*) AS n
-           FROM ledger_entries e WHERE e.project_id = l.project_id AND e.id > l.after_id AND e.chain_id = l.chain_id) t
+           FROM ledger_entries e
+           WHERE ${projectIdsAbove("l.project_id", "l.after_id", { project: "e.project_id", id: "e.id" })}
+             AND e.project_id = l.project_id AND e.chain_id = l.chain_id) t
          WHERE t.last_id IS NOT NULL
        )
        INSERT INTO ledger_checkpoints (project_id, chain_id, last_entry_id, balance, entries)

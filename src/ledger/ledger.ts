@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { bytes } from "../db/bytes.ts";
+import { authIdKey, bytes, projectIdsAbove } from "../db/bytes.ts";
 import type { Db, Queryable } from "../db/db.ts";
 
 /**
@@ -211,10 +211,10 @@ export type UnbilledReason =
  */
 const AUTH_ID = /^0x[0-9a-f]{64}$/;
 /**
- * A sponsorship by its authorization id ($1), kept as its 32 bytes (migration 046) under a unique
- * index.
+ * A sponsorship by its authorization id ($1), kept as its 32 bytes (migration 046), through the
+ * index on its first 64 bits (migration 048), then the whole id.
  */
-const BY_AUTH_ID = `auth_id = ${bytes("$1")}`;
+const BY_AUTH_ID = `${authIdKey("auth_id")} = ${authIdKey(bytes("$1"))} AND auth_id = ${bytes("$1")}`;
 
 /**
  * Charges the gas tank of the authorization an on-chain operation used, inside the caller's
@@ -507,7 +507,8 @@ async function ledgerTails(db: Queryable, tanks: { id: string; chain_id: number;
         .map(
           (_, j) => `(SELECT $${3 * j + 1}::text AS id, $${3 * j + 2}::integer AS chain_id,
              COALESCE(sum(amount), 0)::text AS amount FROM ledger_entries
-             WHERE project_id = $${3 * j + 1} AND id > $${3 * j + 3}::bigint AND chain_id = $${3 * j + 2})`,
+             WHERE ${projectIdsAbove(`$${3 * j + 1}::text`, `$${3 * j + 3}::bigint`)}
+               AND project_id = $${3 * j + 1} AND chain_id = $${3 * j + 2})`,
         )
         .join(" UNION ALL "),
       part.flatMap((t) => [t.id, t.chain_id, t.after_id]),

@@ -258,8 +258,12 @@ BEGIN
           JOIN jsonb_to_recordset(p_items) AS g(idx integer, nonce text, auth_id text, digest text, response text)
             ON g.idx = c.idx;
     END IF;
-    -- Through the ledger's one writer: the entries and the balance they take.
-    PERFORM ledger_move(p_project, v_chain, 'reserve', v_amounts, v_refs);
+    -- Through the ledger's one writer: the entries and the balance they take. Each grant's entry
+    -- is new: an authorization id already reserved is refused as its unique index on sponsorships
+    -- refused it until migration 048 (the ledger's key on the reference is what keeps ids unique).
+    IF ledger_move(p_project, v_chain, 'reserve', v_amounts, v_refs) <> cardinality(v_granted) THEN
+      RAISE EXCEPTION 'an authorization id is already reserved' USING ERRCODE = 'unique_violation';
+    END IF;
     UPDATE projects SET sponsorships_seq = v_seq + cardinality(v_granted) WHERE id = p_project;
   END IF;
 
