@@ -144,8 +144,7 @@ async function main() {
     const midId = Number(
       (
         await db.query<{ id: string }>(
-          `SELECT id FROM sponsorships WHERE ${projectKey("project_id")} = ${projectKey("$1::text")}
-             AND project_id = $1 ORDER BY id LIMIT 1 OFFSET $2`,
+          "SELECT id FROM sponsorships WHERE project_id = $1 ORDER BY id LIMIT 1 OFFSET $2",
           [projectId, Math.floor(ops / 2)],
         )
       )[0]!.id,

@@ -181,12 +181,7 @@ export async function events(
   // holds only those rows; success, most of the history, is a filter on the project's ids.
   const byStatus = filters.status !== undefined && filters.status !== "success";
   const s = byStatus ? "s." : "";
-  // The project's rows through its 64-bit key (migration 049), then the project itself.
-  const where = [
-    byStatus
-      ? "x.project_id = $1"
-      : `${projectKey("project_id")} = ${projectKey("$1::text")} AND project_id = $1`,
-  ];
+  const where = [byStatus ? "x.project_id = $1" : "project_id = $1"];
   const params: unknown[] = [projectId];
   const add = (clause: string, value: unknown) => {
     params.push(value);
