@@ -470,23 +470,12 @@ describe("a real cluster (WORKERS=2) whose worker is killed", () => {
       const w2 = await primary.waitForLine(ready(2));
 
       // Until both workers have answered /health (a new connection each goes to the next worker).
-      const served = new Set<unknown>();
-      for (let i = 0; i < 40 && served.size < 2; i++) {
+      for (let i = 0; i < 40 && primary.servedBy("/health").size < 2; i++) {
         const res = await fetch(`${primary.baseUrl}/health`, { headers: { connection: "close" } });
         await res.arrayBuffer();
-        for (const l of primary.lines)
-          if (l.msg === "request completed" && l.route === "/health") served.add(l.pid);
       }
       // Each worker writes its log in blocks: the last requests' lines may be 100 ms behind.
-      await primary.waitForLines(
-        (lines) =>
-          new Set(
-            lines.filter((l) => l.msg === "request completed" && l.route === "/health").map((l) => l.pid),
-          ).size >= 2,
-        "both workers answering /health",
-      );
-      for (const l of primary.lines)
-        if (l.msg === "request completed" && l.route === "/health") served.add(l.pid);
+      const served = await primary.waitForServers(2, "/health");
       assert.equal(served.size, 2, "both workers answered /health");
       const healthCount = async () => {
         const res = await fetch(`${primary.baseUrl}/metrics`, { headers: { connection: "close" } });

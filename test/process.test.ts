@@ -268,24 +268,16 @@ describe("cluster mode (WORKERS=2)", () => {
       assert.equal(w2.watchers, false);
 
       // Both workers answer on the one port.
-      const served = new Set<unknown>();
       let healthRequests = 1; // waitReady's
-      for (let i = 0; i < 40 && served.size < 2; i++) {
+      for (let i = 0; i < 40 && primary.servedBy().size < 2; i++) {
         healthRequests++;
         const res = await fetch(`${primary.baseUrl}/health`, { headers: { connection: "close" } });
         await res.arrayBuffer();
         assert.equal(res.status, 200);
-        for (const l of primary.lines) if (l.msg === "request completed") served.add(l.pid);
       }
       // A worker writes its log lines in blocks, at most LOG_FLUSH_MS (100 ms) late: the lines of
       // the last requests may still be on their way.
-      for (const w of [w1, w2]) {
-        const line = await primary.waitForLine(
-          (l) => l.msg === "request completed" && l.pid === w.pid,
-          5_000,
-        );
-        served.add(line.pid);
-      }
+      const served = await primary.waitForServers(2);
       assert.deepEqual([...served].sort(), [w1.pid, w2.pid].sort());
 
       // /metrics answers for the whole cluster, whichever worker the scrape reaches: the /health

@@ -38,12 +38,14 @@ export interface ServerProcess {
   stderr(): string;
   /** Resolves with the first line (past or future) that matches. */
   waitForLine(match: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** The processes (pids) with a "request completed" line so far, for `route` if given. */
+  servedBy(route?: string): Set<unknown>;
   /**
-   * Until `check` holds of the lines so far (polled every 20 ms; default 5 s). The service writes
-   * its log in blocks, up to LOG_FLUSH_MS (100 ms) after a line: what a test counts across lines
-   * (the workers that served, say) waits here rather than reading the lines at once.
+   * servedBy(route) once it holds at least `count` processes (polled every 20 ms; default 5 s).
+   * The service writes its log in blocks, up to LOG_FLUSH_MS (100 ms) after a line: a test that
+   * counts the workers that served waits here rather than reading the lines at once.
    */
-  waitForLines(check: (lines: LogLine[]) => boolean, what: string, timeoutMs?: number): Promise<void>;
+  waitForServers(count: number, route?: string, timeoutMs?: number): Promise<Set<unknown>>;
   /** Resolves once the server answers GET /health with 200. */
   waitReady(timeoutMs?: number): Promise<void>;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -155,11 +157,22 @@ export async function startServer(env: Record<string, string | undefined> = {}):
         });
       });
     },
-    async waitForLines(check, what, timeoutMs = 5_000) {
+    servedBy(route) {
+      return new Set(
+        lines
+          .filter((l) => l.msg === "request completed" && (route === undefined || l.route === route))
+          .map((l) => l.pid),
+      );
+    },
+    async waitForServers(count, route, timeoutMs = 5_000) {
       const deadline = Date.now() + timeoutMs;
-      while (!check(lines)) {
-        if (Date.now() > deadline)
-          throw new Error(`no log lines showing ${what} in ${timeoutMs} ms\n${describe()}`);
+      for (let served = server.servedBy(route); ; served = server.servedBy(route)) {
+        if (served.size >= count) return served;
+        if (Date.now() > deadline) {
+          throw new Error(
+            `${served.size} of ${count} processes logged a completed request${route ? ` to ${route}` : ""} in ${timeoutMs} ms\n${describe()}`,
+          );
+        }
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
     },
