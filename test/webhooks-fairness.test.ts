@@ -5,7 +5,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Db } from "../src/db/db.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { approvalGate } from "../src/webhooks/approval.ts";
-import { claimDue, claimStatement } from "../src/webhooks/deliveries.ts";
+import {
+  claimDue,
+  claimStatement,
+  listDeliveries,
+  recordAttempts,
+  releaseClaim,
+} from "../src/webhooks/deliveries.ts";
 import { webhookSender } from "../src/webhooks/egress.ts";
 import { putApproval } from "../src/webhooks/store.ts";
 import { type WebhookWorker, type WorkerOptions, webhookWorker } from "../src/webhooks/worker.ts";
@@ -223,6 +229,71 @@ describe("webhook fairness across projects", () => {
       claimed.map((d) => d.projectId),
       [other.projectId],
     );
+  });
+
+  it("leases a claimed delivery: not claimed again until the lease ends, then claimed with the next attempt", async () => {
+    const p = await project();
+    const endpoint = await addWebhookEndpoint(t, p, "https://hooks.example.com/leased", ["balance.low"]);
+    await emitBalanceLow(p.projectId, 1);
+    const caps = { perEndpoint: 4, perProject: 4 };
+    const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
+    const mine = async (leaseMs: number) =>
+      (await claimDue(t.db, 16, leaseMs, caps, idle, t.services.keyring)).filter(
+        (d) => d.endpointId === endpoint.id,
+      );
+    const [first] = await mine(400);
+    assert.equal(first?.attempt, 1);
+    assert.deepEqual(await mine(400), [], "leased: not due, whatever its next_attempt_at says");
+    // The delivery log shows when a leased delivery comes back if its instance dies.
+    const [shown] = await listDeliveries(t.db, endpoint.id, { limit: 1, beforeId: null, status: null });
+    assert.ok(Date.parse(shown!.next_attempt_at!) > Date.now(), "the lease's end, ahead");
+    await sleep(500);
+    const [again] = await mine(60_000);
+    assert.equal(again?.id, first!.id);
+    assert.equal(again?.attempt, 2, "the lease ran out: claimed anew, the attempt counter moved on");
+    // The first holder's late result is logged, but leaves the delivery to its new holder.
+    const result = {
+      startedAt: new Date(),
+      latencyMs: 5,
+      statusCode: 200,
+      error: null,
+      next: { kind: "succeeded" as const },
+    };
+    assert.deepEqual(await recordAttempts(t.db, [{ delivery: first!, result }]), [false]);
+    // Handed back unattempted, it is due at once; recorded, it is done.
+    await releaseClaim(t.db, again!);
+    const [third] = await mine(60_000);
+    assert.equal(third?.attempt, 2, "a release gives the attempt back");
+    assert.deepEqual(await recordAttempts(t.db, [{ delivery: third!, result }]), [true]);
+    assert.deepEqual(await mine(60_000), []);
+  });
+
+  it("claims without writing an index entry: the claim's update stays on the row's page (HOT)", async () => {
+    // A claim changes the lease and the attempt counter, which no index holds (migration 050).
+    // When it moved next_attempt_at, a key of two indexes, every claimed delivery got a new entry
+    // in each of the five indexes that hold a pending row.
+    const p = await project();
+    await addWebhookEndpoint(t, p, "https://hooks.example.com/hot", ["balance.low"]);
+    await emitBalanceLow(p.projectId, 8);
+    const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
+    const claim = claimStatement(16, 60_000, { perEndpoint: 16, perProject: 16 }, idle);
+    // The counters are read before and after, in the claim's transaction: what PostgreSQL has
+    // not yet flushed of earlier transactions is in them too.
+    const stats = `SELECT pg_stat_get_xact_tuples_updated('webhook_deliveries'::regclass)::int AS updated,
+       pg_stat_get_xact_tuples_hot_updated('webhook_deliveries'::regclass)::int AS hot`;
+    const counts = await t.db.transaction(async (tx) => {
+      const [before] = await tx.query<{ updated: number; hot: number }>(stats);
+      const claimed = await tx.query(claim.text, claim.values);
+      const [after] = await tx.query<{ updated: number; hot: number }>(stats);
+      return {
+        claimed: claimed.length,
+        updated: after!.updated - before!.updated,
+        hot: after!.hot - before!.hot,
+      };
+    });
+    assert.ok(counts.claimed >= 8, `claimed ${counts.claimed}`);
+    assert.equal(counts.updated, counts.claimed);
+    assert.equal(counts.hot, counts.claimed, "every claimed row updated in place, no new index entries");
   });
 
   it("holds one endpoint to its in-flight cap", async () => {

@@ -3,10 +3,12 @@
  * each attempt, the delivery log and redelivery.
  *
  * A claim is one statement: `FOR UPDATE SKIP LOCKED` picks due rows no other instance is claiming
- * at that moment, and pushing their next_attempt_at past the attempt's timeout (a lease) keeps
- * them from being claimed again while the HTTP request is in flight, without holding a
- * transaction open across it. An instance that dies mid-attempt (SIGKILL, a lost host) leaves
- * its rows to be claimed again when the lease runs out: at least once, never lost.
+ * at that moment, and setting their leased_until past the attempt's timeout (a lease) keeps them
+ * from being claimed again while the HTTP request is in flight, without holding a transaction
+ * open across it. An instance that dies mid-attempt (SIGKILL, a lost host) leaves its rows to be
+ * claimed again when the lease runs out: at least once, never lost. No index holds leased_until or
+ * the attempt counter, the two columns a claim changes, so a claim can stay on the row's page
+ * without new index entries (migration 050); the lease used to be next_attempt_at, pushed ahead.
  */
 import type { Queryable } from "../db/db.ts";
 import type { Keyring } from "../secrets/envelope.ts";
@@ -76,11 +78,10 @@ const WINDOW_CLAIM_ROWS = 16;
  * whole backlog on every claim, to take nothing from it; visiting every endpoint alone cost
  * every claim a descent per endpoint with a retry scheduled for later, however few were due.)
  *
- * The caps are this instance's: `inFlight` is the worker's own count, and leases are not told
- * apart from scheduled retries in the table (both are a pending row with next_attempt_at ahead),
- * so another instance's requests are not seen. With N instances a project may have up to
- * N × perProject requests open; caps across instances would need a lease column or table saying
- * who holds which row until when. Each instance still keeps slots for everyone else, which is
+ * The caps are this instance's: `inFlight` is the worker's own count. The table tells a leased
+ * row (leased_until ahead) from a scheduled retry, but not which instance holds it, so another
+ * instance's requests are not counted. With N instances a project may have up to N × perProject
+ * requests open; caps across instances would need the lease to say who holds the row. Each instance still keeps slots for everyone else, which is
  * what stops one tenant from stalling another.
  *
  * Row locks cannot be taken in a query with window functions, so the choice is made first from a
@@ -155,6 +156,7 @@ export function claimStatement(
        CROSS JOIN LATERAL (
          SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
          WHERE d.status = 'pending' AND d.endpoint_id = w.endpoint_id AND d.next_attempt_at <= now()
+           AND (d.leased_until IS NULL OR d.leased_until <= now())
          ORDER BY d.next_attempt_at, d.id
          LIMIT GREATEST($7 - COALESCE(be.n, 0), 0)) h),
      due AS (
@@ -180,9 +182,10 @@ export function claimStatement(
        SELECT l.id FROM chosen c CROSS JOIN LATERAL (
          SELECT d.id FROM webhook_deliveries d
          WHERE d.id = c.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+           AND (d.leased_until IS NULL OR d.leased_until <= now())
          FOR UPDATE OF d SKIP LOCKED) l)
      UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
-       next_attempt_at = now() + make_interval(secs => $2::double precision / 1000)
+       leased_until = now() + make_interval(secs => $2::double precision / 1000)
      FROM webhook_endpoints e, event_outbox ev
      WHERE d.id = ANY (ARRAY(SELECT id FROM claimed)) AND e.id = d.endpoint_id AND ev.id = d.event_id
      RETURNING d.id, d.attempts, d.endpoint_id, e.url, e.secret,
@@ -248,7 +251,7 @@ export async function recordAttempts(
          WITH ORDINALITY AS i (id, attempt, status, status_code, error, delay_ms, started_at, latency_ms, ord)),
      moved AS (
        UPDATE webhook_deliveries d SET status = i.status, last_status_code = i.status_code,
-         last_error = i.error,
+         last_error = i.error, leased_until = NULL,
          next_attempt_at = CASE WHEN i.delay_ms IS NULL THEN d.next_attempt_at
            ELSE now() + make_interval(secs => i.delay_ms::double precision / 1000) END,
          completed_at = CASE WHEN i.status = 'pending' THEN NULL ELSE now() END
@@ -290,10 +293,13 @@ export async function countPending(db: Queryable, cap: number): Promise<number> 
   return row?.n ?? 0;
 }
 
-/** Hands a claim back unattempted (the worker is stopping): due again at once, for any instance. */
+/**
+ * Hands a claim back unattempted (the worker is stopping, or it waited too long to be sent): due
+ * again at once, for any instance, in its place in due order.
+ */
 export async function releaseClaim(db: Queryable, delivery: { id: number; attempt: number }): Promise<void> {
   await db.query(
-    `UPDATE webhook_deliveries SET attempts = attempts - 1, next_attempt_at = now()
+    `UPDATE webhook_deliveries SET attempts = attempts - 1, leased_until = NULL
      WHERE id = $1 AND attempts = $2 AND status = 'pending'`,
     [delivery.id, delivery.attempt],
   );
@@ -336,7 +342,7 @@ export async function listDeliveries(
     }
   >(
     `SELECT d.id, ev.event_id, ev.type AS event_type, d.status, d.attempts,
-       CASE WHEN d.status = 'pending' THEN to_char(d.next_attempt_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END AS next_at,
+       CASE WHEN d.status = 'pending' THEN to_char(GREATEST(d.next_attempt_at, d.leased_until) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END AS next_at,
        d.last_status_code, d.last_error,
        to_char(d.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at,
        to_char(d.completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS completed_at,
@@ -365,7 +371,8 @@ export async function redeliver(
   deliveryId: number,
 ): Promise<boolean> {
   const rows = await db.query(
-    `UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL
+    `UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, next_attempt_at = now(), leased_until = NULL,
+       completed_at = NULL
      FROM webhook_endpoints e
      WHERE d.id = $3 AND d.endpoint_id = $2 AND e.id = d.endpoint_id AND e.project_id = $1
      RETURNING d.id`,

@@ -1,5 +1,6 @@
 -- The oldest due webhook deliveries, at most p_limit, read in (next_attempt_at, id) order straight
--- from webhook_deliveries_due: the first part of a claim (src/webhooks/deliveries.ts).
+-- from webhook_deliveries_due: the first part of a claim (src/webhooks/deliveries.ts). A leased
+-- row (in flight, migration 050) is still in that index; it is stepped over here.
 --
 -- The planner settings are the point of this function. A store whose statistics are stale or
 -- were never gathered (PGlite has no autovacuum; the test server runs without it) estimates a
@@ -14,6 +15,7 @@ SET enable_bitmapscan = off SET enable_seqscan = off SET enable_sort = off
 AS $$
   SELECT d.id, d.endpoint_id, d.next_attempt_at FROM webhook_deliveries d
   WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+    AND (d.leased_until IS NULL OR d.leased_until <= now())
   ORDER BY d.next_attempt_at, d.id
   LIMIT p_limit;
 $$;
