@@ -42,11 +42,8 @@ export function batchPerKey<K, I, O>(
     // any timer or I/O callback (a reservation's caller signs its response there, some 100 us
     // each), so a call scheduled after them would leave the database idle for as long as a batch
     // takes to answer: under the bench that gap was as long as the call itself.
-    busy.delete(key);
-    if (queues.has(key)) {
-      busy.add(key);
-      void flush(key);
-    }
+    if (queues.has(key)) void flush(key);
+    else busy.delete(key);
     if (failed) for (const w of batch) w.reject(failure);
     else for (const [i, w] of batch.entries()) w.resolve(results[i]!);
   }

@@ -126,6 +126,13 @@ export async function claimDue(
   }));
 }
 
+/**
+ * A delivery row `d` that is due: pending, its time come, and no lease running on it (migration
+ * 050). The claim's window (db/functions/webhook_claim_window.sql) reads by the same condition.
+ */
+const DUE =
+  "d.status = 'pending' AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())";
+
 /** The claim's statement and parameters (claimDue runs it; a test reads its plan). */
 export function claimStatement(
   limit: number,
@@ -155,8 +162,7 @@ export function claimStatement(
        LEFT JOIN busy_endpoint be ON be.endpoint_id = w.endpoint_id
        CROSS JOIN LATERAL (
          SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
-         WHERE d.status = 'pending' AND d.endpoint_id = w.endpoint_id AND d.next_attempt_at <= now()
-           AND (d.leased_until IS NULL OR d.leased_until <= now())
+         WHERE d.endpoint_id = w.endpoint_id AND ${DUE}
          ORDER BY d.next_attempt_at, d.id
          LIMIT GREATEST($7 - COALESCE(be.n, 0), 0)) h),
      due AS (
@@ -181,8 +187,7 @@ export function claimStatement(
      claimed AS (
        SELECT l.id FROM chosen c CROSS JOIN LATERAL (
          SELECT d.id FROM webhook_deliveries d
-         WHERE d.id = c.id AND d.status = 'pending' AND d.next_attempt_at <= now()
-           AND (d.leased_until IS NULL OR d.leased_until <= now())
+         WHERE d.id = c.id AND ${DUE}
          FOR UPDATE OF d SKIP LOCKED) l)
      UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
        leased_until = now() + make_interval(secs => $2::double precision / 1000)
