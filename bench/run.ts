@@ -31,7 +31,8 @@ import { ownerCall, startBenchReceiver } from "./webhooks.ts";
  *   BENCH_KEEP (keep the temporary data directory and logs), BENCH_JSON (write results there),
  *   BENCH_FRESH_DB=0 (use DATABASE_URL's database itself instead of a fresh one beside it),
  *   BENCH_SKIP_WEBHOOKS (skip the webhook scenarios: events subscribed, then an approval webhook),
- *   BENCH_SKIP_REFUSALS (skip the refused-requests scenario),
+ *   BENCH_SKIP_REFUSALS (skip the refused-requests scenario), BENCH_SKIP_PLAIN (skip the two plain
+ *   authorize scenarios), BENCH_SKIP_APPROVAL (skip the approval webhook scenario): to profile one alone,
  *   BENCH_PG_STATEMENTS=<file> (each scenario's top statements from pg_stat_statements, bench/statements.ts).
  */
 
@@ -134,7 +135,7 @@ async function main() {
         await check(target.baseUrl, seeded.apiKey, distinct[0]!);
         await warmUp(target, seeded.apiKey, distinct);
       }
-      for (const connections of connectionCounts) {
+      for (const connections of process.env.BENCH_SKIP_PLAIN ? [] : connectionCounts) {
         for (const [name, requestBodies] of [
           ["authorize, 1,000 users", distinct],
           ["authorize, one user", single],
@@ -247,6 +248,7 @@ async function webhookScenarios(
         ),
       );
     }
+    if (process.env.BENCH_SKIP_APPROVAL) return out;
     await call("PUT", `/projects/${seeded.projectId}/approval-webhook`, {
       url: `${receiver.url}/approve`,
       timeoutMs: 2000,
