@@ -10,6 +10,7 @@ import {
   claimStatement,
   listDeliveries,
   recordAttempts,
+  redeliver,
   releaseClaim,
 } from "../src/webhooks/deliveries.ts";
 import { webhookSender } from "../src/webhooks/egress.ts";
@@ -271,6 +272,51 @@ describe("webhook fairness across projects", () => {
     assert.equal(third?.attempt, 2, "a release gives the attempt back");
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: third!, result }]), [true]);
     assert.deepEqual(await mine(60_000), []);
+  });
+
+  it("a redelivery while an attempt is in flight: the old attempt's result is logged but moves nothing", async () => {
+    // A redelivery sets the attempt counter back to 0, so the claim after it carries attempt 1
+    // again. Fenced by the attempt number, the first holder's late result would land on the new
+    // claim: here a retry due at once, clearing the new holder's lease, so the delivery could be
+    // claimed a third time with the second request still open (migration 051).
+    const p = await project();
+    const endpoint = await addWebhookEndpoint(t, p, "https://hooks.example.com/fenced", ["balance.low"]);
+    await emitBalanceLow(p.projectId, 1);
+    const caps = { perEndpoint: 4, perProject: 4 };
+    const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
+    const mine = async () =>
+      (await claimDue(t.db, 16, 60_000, caps, idle, t.services.keyring)).filter(
+        (d) => d.endpointId === endpoint.id,
+      );
+    const [first] = await mine();
+    assert.equal(first?.attempt, 1);
+    assert.equal(await redeliver(t.db, p.projectId, endpoint.id, first!.id), true);
+    const [second] = await mine();
+    assert.equal(second?.id, first!.id);
+    assert.equal(second?.attempt, 1, "a fresh schedule: the attempt number starts again");
+    const retryNow = {
+      startedAt: new Date(),
+      latencyMs: 5,
+      statusCode: 503,
+      error: "HTTP 503",
+      next: { kind: "retry" as const, delayMs: 0 },
+    };
+    assert.deepEqual(await recordAttempts(t.db, [{ delivery: first!, result: retryNow }]), [false]);
+    await releaseClaim(t.db, first!);
+    assert.deepEqual(await mine(), [], "the second claim's lease holds");
+    const [row] = await t.db.query<{ attempts: number; leased: boolean }>(
+      "SELECT attempts, leased_until > now() AS leased FROM webhook_deliveries WHERE id = $1",
+      [first!.id],
+    );
+    assert.deepEqual(row, { attempts: 1, leased: true });
+    const [shown] = await listDeliveries(t.db, endpoint.id, { limit: 1, beforeId: null, status: null });
+    assert.deepEqual(
+      shown!.log.map((a) => [a.attempt, a.status_code]),
+      [[1, 503]],
+      "the late attempt is in the log",
+    );
+    const done = { ...retryNow, statusCode: 200, error: null, next: { kind: "succeeded" as const } };
+    assert.deepEqual(await recordAttempts(t.db, [{ delivery: second!, result: done }]), [true]);
   });
 
   it("claims without writing an index entry: the claim's update stays on the row's page (HOT)", async () => {

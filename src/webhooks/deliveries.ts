@@ -17,6 +17,11 @@ import { endpointBinding, openSecret } from "./store.ts";
 export interface ClaimedDelivery {
   id: number;
   attempt: number;
+  /**
+   * The claim's fence: the row's claim_seq as this claim set it (migration 051). Its record and
+   * its release apply only while the row still carries it; a later claim or a redelivery moves it.
+   */
+  claim: number;
   endpointId: number;
   url: string;
   /** The current secret, then the previous one while it is still honoured (opened). */
@@ -102,6 +107,7 @@ export async function claimDue(
   const rows = await db.query<{
     id: number;
     attempts: number;
+    claim_seq: number;
     endpoint_id: number;
     url: string;
     secret: string;
@@ -115,6 +121,7 @@ export async function claimDue(
   return rows.map((r) => ({
     id: r.id,
     attempt: r.attempts,
+    claim: r.claim_seq,
     endpointId: Number(r.endpoint_id),
     url: r.url,
     ...openedSecrets(ring, Number(r.endpoint_id), r.secret, r.previous_secret),
@@ -189,11 +196,11 @@ export function claimStatement(
          SELECT d.id FROM webhook_deliveries d
          WHERE d.id = c.id AND ${DUE}
          FOR UPDATE OF d SKIP LOCKED) l)
-     UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
+     UPDATE webhook_deliveries d SET attempts = d.attempts + 1, claim_seq = d.claim_seq + 1,
        leased_until = now() + make_interval(secs => $2::double precision / 1000)
      FROM webhook_endpoints e, event_outbox ev
      WHERE d.id = ANY (ARRAY(SELECT id FROM claimed)) AND e.id = d.endpoint_id AND ev.id = d.event_id
-     RETURNING d.id, d.attempts, d.endpoint_id, e.url, e.secret,
+     RETURNING d.id, d.attempts, d.claim_seq, d.endpoint_id, e.url, e.secret,
        CASE WHEN e.previous_secret_until > now() THEN e.previous_secret END AS previous_secret,
        ev.event_id, ev.type, ev.project_id, ev.payload, ev.created_at`,
     values: [
@@ -238,22 +245,23 @@ export interface AttemptResult {
 
 /**
  * Records attempts and moves their deliveries on, in one statement (atomic without a transaction
- * of its own). A delivery that was redelivered or claimed anew meanwhile (its attempt counter
- * moved) keeps its new state; its attempt is logged all the same. Answers, for each item in
+ * of its own). A delivery that was redelivered or claimed anew meanwhile (its claim_seq moved on
+ * from the claim's) keeps its new state and its new holder's lease; its attempt is logged all the
+ * same. Answers, for each item in
  * order, whether its delivery took the state `result.next` asked for. The worker records through
  * a batcher (worker.ts): attempts that end while one record is on its way go together in the
  * next, one commit for all of them instead of one per delivered event.
  */
 export async function recordAttempts(
   db: Queryable,
-  items: { delivery: { id: number; attempt: number }; result: AttemptResult }[],
+  items: { delivery: Pick<ClaimedDelivery, "id" | "attempt" | "claim">; result: AttemptResult }[],
 ): Promise<boolean[]> {
   const column = <T>(f: (item: (typeof items)[number]) => T) => items.map(f);
   const rows = await db.query<{ moved: boolean }>(
     `WITH input AS (
        SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::bigint[],
-           $7::timestamptz[], $8::int[])
-         WITH ORDINALITY AS i (id, attempt, status, status_code, error, delay_ms, started_at, latency_ms, ord)),
+           $7::timestamptz[], $8::int[], $9::int[])
+         WITH ORDINALITY AS i (id, attempt, status, status_code, error, delay_ms, started_at, latency_ms, claim, ord)),
      moved AS (
        UPDATE webhook_deliveries d SET status = i.status, last_status_code = i.status_code,
          last_error = i.error, leased_until = NULL,
@@ -261,7 +269,7 @@ export async function recordAttempts(
            ELSE now() + make_interval(secs => i.delay_ms::double precision / 1000) END,
          completed_at = CASE WHEN i.status = 'pending' THEN NULL ELSE now() END
        FROM input i
-       WHERE d.id = i.id AND d.attempts = i.attempt AND d.status = 'pending'
+       WHERE d.id = i.id AND d.claim_seq = i.claim AND d.status = 'pending'
        RETURNING d.id, CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_at),
      logged AS (
        INSERT INTO webhook_attempts (delivery_id, attempt, started_at, latency_ms, status_code, error, next_attempt_at)
@@ -278,6 +286,7 @@ export async function recordAttempts(
       column((x) => (x.result.next.kind === "retry" ? x.result.next.delayMs : null)),
       column((x) => x.result.startedAt),
       column((x) => x.result.latencyMs),
+      column((x) => x.delivery.claim),
     ],
     "webhook-record-attempts",
   );
@@ -302,11 +311,14 @@ export async function countPending(db: Queryable, cap: number): Promise<number> 
  * Hands a claim back unattempted (the worker is stopping, or it waited too long to be sent): due
  * again at once, for any instance, in its place in due order.
  */
-export async function releaseClaim(db: Queryable, delivery: { id: number; attempt: number }): Promise<void> {
+export async function releaseClaim(
+  db: Queryable,
+  delivery: Pick<ClaimedDelivery, "id" | "claim">,
+): Promise<void> {
   await db.query(
     `UPDATE webhook_deliveries SET attempts = attempts - 1, leased_until = NULL
-     WHERE id = $1 AND attempts = $2 AND status = 'pending'`,
-    [delivery.id, delivery.attempt],
+     WHERE id = $1 AND claim_seq = $2 AND status = 'pending'`,
+    [delivery.id, delivery.claim],
   );
 }
 
@@ -368,6 +380,9 @@ export async function listDeliveries(
 /**
  * Puts a delivery back in the queue at once with a fresh schedule of attempts (the log keeps the
  * earlier ones). The receiver gets the same event id, so it can tell a redelivery from a new event.
+ * An attempt in flight meanwhile is not waited for: the delivery may be sent again before it ends
+ * (asked for at once, at least once), and that attempt's result is logged but no longer moves the
+ * delivery, whose claim_seq the redelivery moved on.
  */
 export async function redeliver(
   db: Queryable,
@@ -377,7 +392,7 @@ export async function redeliver(
 ): Promise<boolean> {
   const rows = await db.query(
     `UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, next_attempt_at = now(), leased_until = NULL,
-       completed_at = NULL
+       completed_at = NULL, claim_seq = d.claim_seq + 1
      FROM webhook_endpoints e
      WHERE d.id = $3 AND d.endpoint_id = $2 AND e.id = d.endpoint_id AND e.project_id = $1
      RETURNING d.id`,

@@ -1,0 +1,11 @@
+-- A claim's fence (issue 22, the lease of migration 050). A claim's record and its release used to
+-- apply while the row's attempt counter still matched the claim's. A redelivery sets that counter
+-- back to 0, so a redelivery while an attempt was in flight, followed by a new claim, gave two
+-- holders the same attempt number: the first to finish recorded its result over the other's
+-- claim and cleared its lease, and the row could be claimed a third time while the second request
+-- was still open.
+--
+-- claim_seq counts the claims and redeliveries of a row and is never set back. Each claim and each
+-- redelivery moves it on; a record or a release applies only while it is still the claim's own.
+-- No index holds it, so a claim stays a HOT update.
+ALTER TABLE webhook_deliveries ADD COLUMN claim_seq integer NOT NULL DEFAULT 0;
