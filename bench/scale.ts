@@ -49,10 +49,18 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * create the run's database on instead of one of its own: its autovacuum settings are its own),
  * SCALE_KEEP=1 (with SCALE_DATABASE_URL: keep that database afterwards, to look at plans),
  * SCALE_FILLFACTOR=table:percent (try a fillfactor before seeding, before making it a migration),
- * SCALE_SETTLE (each: a transaction per settled operation, as the watcher; block: one per block).
+ * SCALE_SETTLE (each: a transaction per settled operation, as the watcher; block: one per block),
+ * SCALE_LANES (1: how many projects are seeded side by side, SCALE_OPS / SCALE_LANES operations
+ * each, on a connection each; the reads are timed on the first lane's project). The seeding is one
+ * PostgreSQL backend's work per lane: with two lanes both cores of a two-core machine seed, and
+ * 10 million operations fit in about half the time, in two projects of 5 million.
  */
 
 const ops = Number(process.env.SCALE_OPS ?? 10_000_000);
+const lanes = Number(process.env.SCALE_LANES ?? 1);
+if (!Number.isInteger(lanes) || lanes < 1 || lanes > 8) throw new Error("SCALE_LANES is 1 to 8");
+/** The operations of each lane's project. */
+const laneOps = Math.floor(ops / lanes);
 const batch = Number(process.env.SCALE_BATCH ?? 50);
 const settleMode = process.env.SCALE_SETTLE ?? "each";
 if (settleMode !== "each" && settleMode !== "block") throw new Error("SCALE_SETTLE is each or block");
@@ -76,7 +84,7 @@ const CHAIN_OPERATION_RETENTION_DAYS = 7;
 const PAYMASTER = "0x00000000000000000000000000000000000000aa";
 const MAX_COST = 300_000_000_000_000n;
 // Operations after the checkpoint: the most a parity read meets before the next checkpoint.
-const TAIL_OPS = Math.min(5_000, Math.max(1, Math.floor(ops / 10)));
+const TAIL_OPS = Math.min(5_000, Math.max(1, Math.floor(laneOps / 10)));
 
 async function main() {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString("hex")}`;
@@ -94,7 +102,7 @@ async function main() {
   let db: Db | null = null;
   try {
     console.log(
-      `bench:scale ${runId}: ${ops.toLocaleString("en")} operations, database ${database.created ?? "(given)"}${cluster ? ` on a server of its own (port ${cluster.port}, autovacuum ${await setting(database.url, "autovacuum")})` : ""}; settled ${settleMode === "each" ? "a transaction per operation" : "a transaction per block"}`,
+      `bench:scale ${runId}: ${(laneOps * lanes).toLocaleString("en")} operations${lanes > 1 ? ` in ${lanes} projects seeded side by side (${laneOps.toLocaleString("en")} each; the reads on the first)` : ""}, database ${database.created ?? "(given)"}${cluster ? ` on a server of its own (port ${cluster.port}, autovacuum ${await setting(database.url, "autovacuum")})` : ""}; settled ${settleMode === "each" ? "a transaction per operation" : "a transaction per block"}`,
     );
     service = await startChild({
       name: "service",
@@ -122,7 +130,14 @@ async function main() {
     const slug = `scale-${runId}`;
     const projectId = `scale-${runId}`;
     await api("POST", "/orgs", { name: slug, slug });
-    for (const id of [projectId, ...Array.from({ length: extraProjects }, (_, i) => `${projectId}-${i}`)]) {
+    const laneProjects = [
+      projectId,
+      ...Array.from({ length: lanes - 1 }, (_, k) => `${projectId}-lane-${k + 1}`),
+    ];
+    for (const id of [
+      ...laneProjects,
+      ...Array.from({ length: extraProjects }, (_, i) => `${projectId}-${i}`),
+    ]) {
       await api("POST", "/projects", { id, name: id, owner: slug });
     }
     // The first checkpoint runs far longer than a request may.
@@ -131,7 +146,7 @@ async function main() {
     const fill = process.env.SCALE_FILLFACTOR?.match(/^([a-z_]+):(\d{2,3})$/);
     if (fill) await db.query(`ALTER TABLE ${fill[1]} SET (fillfactor = ${Number(fill[2])})`);
     await db.query(settleProcedure);
-    await seed(db, projectId, runId);
+    await seed(db, laneProjects, runId);
     for (let i = 0; i < extraProjects; i++) {
       await creditDeposit(db, {
         projectId: `${projectId}-${i}`,
@@ -145,11 +160,11 @@ async function main() {
       (
         await db.query<{ id: string }>(
           "SELECT id FROM sponsorships WHERE project_id = $1 ORDER BY id LIMIT 1 OFFSET $2",
-          [projectId, Math.floor(ops / 2)],
+          [projectId, Math.floor(laneOps / 2)],
         )
       )[0]!.id,
     );
-    const deepOffset = Math.min(1_000_000, Math.max(0, ops - 50));
+    const deepOffset = Math.min(1_000_000, Math.max(0, laneOps - 50));
     const reads: [string, string][] = [
       ["overview", `/projects/${projectId}/analytics/overview`],
       ["events, first page (50)", `/projects/${projectId}/analytics/events?limit=50`],
@@ -174,7 +189,7 @@ async function main() {
       ["top senders by operations", `/projects/${projectId}/analytics/senders?by=operations&limit=10`],
       ["top senders by cost", `/projects/${projectId}/analytics/senders?by=cost&limit=10`],
       ["parity, one project", `/projects/${projectId}/funds/parity`],
-      [`parity report, ${extraProjects + 1} projects`, "/projects/funds/parity-report"],
+      [`parity report, ${extraProjects + lanes} projects`, "/projects/funds/parity-report"],
       ["refusals, latest page (50)", `/projects/${projectId}/refusals?limit=50`],
       ["refusals, code filter", `/projects/${projectId}/refusals?limit=50&code=sender_blocked`],
       [
@@ -232,47 +247,64 @@ function targetOf(i: number): string {
  * Autovacuum does what it does meanwhile; nothing vacuums by hand. Then the checkpoint, then a tail
  * of operations after it, the same way.
  */
-async function seed(db: Db, projectId: string, runId: string) {
-  await creditDeposit(db, { projectId, reference: `scale:${runId}`, amountWei: 10n ** 30n });
+async function seed(db: Db, laneProjects: string[], runId: string) {
+  const started = Date.now();
+  const nowMs = Date.now();
+  const firstMs = nowMs - HISTORY_DAYS * 86_400_000;
+  // The retention jobs are the service's, over every project: the first lane runs them.
+  const clock = { retainedAtMs: firstMs };
+  const checkpoints = await Promise.all(
+    laneProjects.map((projectId, lane) => seedLane(db, projectId, runId, lane, firstMs, clock)),
+  );
+  // The operations of the last 24 hours are settled but keep their replays, as they would.
+  await retention(db, nowMs, clock);
+  console.log(
+    `\rseeded ${(laneOps * laneProjects.length).toLocaleString("en")} operations in ${((Date.now() - started) / 1000).toFixed(0)} s${laneProjects.length > 1 ? ` (${laneProjects.length} lanes at once; the phases are summed over them)` : ""}: reservations ${(phases.reserve / 1000).toFixed(0)} s, settlements ${(phases.settle / 1000).toFixed(0)} s, refusals ${(phases.refusals / 1000).toFixed(0)} s, retention ${(phases.retention / 1000).toFixed(0)} s (first checkpoint ${checkpoints.join(", ")} ms)`,
+  );
+  return { nowMs };
+}
+
+/** One project's history (see seed); returns how long its first checkpoint took, in ms. */
+async function seedLane(
+  db: Db,
+  projectId: string,
+  runId: string,
+  lane: number,
+  firstMs: number,
+  clock: { retainedAtMs: number } | null,
+): Promise<number> {
+  await creditDeposit(db, { projectId, reference: `scale:${runId}:lane-${lane}`, amountWei: 10n ** 30n });
   for (let t = 0; t < TARGETS; t++) {
     await db.query(
       "INSERT INTO allowlist_entries (project_id, target_contract, function_selector) VALUES ($1, $2, $3)",
       [projectId, targetOf(t), SELECTOR],
     );
   }
-  const started = Date.now();
-  const nowMs = Date.now();
-  const firstMs = nowMs - HISTORY_DAYS * 86_400_000;
-  const stepMs = (HISTORY_DAYS * 86_400_000) / ops;
-  const clock = { retainedAtMs: firstMs };
+  const stepMs = (HISTORY_DAYS * 86_400_000) / laneOps;
   const refusals = refusalRecorder(db, {
     flushIntervalMs: 3_600_000,
     detailPerMinute: REFUSAL_DETAIL_PER_MINUTE,
   });
-  const main = ops - TAIL_OPS;
+  const step = { projectId, runId: `${runId}:${lane}:`, clock: lane === 0 ? clock : null, refusals };
+  const main = laneOps - TAIL_OPS;
   let reported = 0;
   for (let from = 1; from <= main; from += batch) {
     const to = Math.min(main, from + batch - 1);
-    await lifecycleStep(db, projectId, runId, from, to, firstMs + from * stepMs, clock, refusals);
-    if (process.stdout.isTTY && to - reported >= 10_000) {
+    await lifecycleStep(db, step, from, to, firstMs + from * stepMs);
+    if (lane === 0 && process.stdout.isTTY && to - reported >= 10_000) {
       reported = to;
-      process.stdout.write(`\rseeded ${to.toLocaleString("en")} operations`);
+      process.stdout.write(`\rseeded ${(to * lanes).toLocaleString("en")} operations`);
     }
   }
   const checkpointStarted = Date.now();
   await writeCheckpoints(db, [projectId]);
   const checkpointMs = Date.now() - checkpointStarted;
-  for (let from = main + 1; from <= ops; from += batch) {
-    const to = Math.min(ops, from + batch - 1);
-    await lifecycleStep(db, projectId, runId, from, to, firstMs + from * stepMs, clock, refusals);
+  for (let from = main + 1; from <= laneOps; from += batch) {
+    const to = Math.min(laneOps, from + batch - 1);
+    await lifecycleStep(db, step, from, to, firstMs + from * stepMs);
   }
   await refusals.stop();
-  // The operations of the last 24 hours are settled but keep their replays, as they would.
-  await retention(db, nowMs, clock);
-  console.log(
-    `\rseeded ${ops.toLocaleString("en")} operations in ${((Date.now() - started) / 1000).toFixed(0)} s: reservations ${(phases.reserve / 1000).toFixed(0)} s, settlements ${(phases.settle / 1000).toFixed(0)} s, refusals ${(phases.refusals / 1000).toFixed(0)} s, retention ${(phases.retention / 1000).toFixed(0)} s (first checkpoint ${checkpointMs} ms)`,
-  );
-  return { nowMs };
+  return checkpointMs;
 }
 
 const RETENTION_EVERY_MS = 10 * 60_000;
@@ -291,14 +323,18 @@ async function retention(db: Db, atMs: number, clock: { retainedAtMs: number }) 
 
 async function lifecycleStep(
   db: Db,
-  projectId: string,
-  runId: string,
+  lane: {
+    projectId: string;
+    runId: string;
+    /** The retention jobs' clock on the lane that runs them; null on the others. */
+    clock: { retainedAtMs: number } | null;
+    refusals: RefusalRecorder;
+  },
   from: number,
   to: number,
   atMs: number,
-  clock: { retainedAtMs: number },
-  refusals: RefusalRecorder,
 ) {
+  const { projectId, runId, clock, refusals } = lane;
   const atSec = Math.floor(atMs / 1000);
   for (let g = from; g <= to; g++) {
     if (g % REFUSAL_EVERY !== 0) continue;
@@ -362,9 +398,11 @@ async function lifecycleStep(
   // The service flushes about once a second, a few batches of operations at production's pace.
   await refusals.flush();
   phases.refusals += performance.now() - t0;
-  t0 = performance.now();
-  await retention(db, atMs, clock);
-  phases.retention += performance.now() - t0;
+  if (clock) {
+    t0 = performance.now();
+    await retention(db, atMs, clock);
+    phases.retention += performance.now() - t0;
+  }
 }
 
 /** Where the seeding's time went (ms), printed with its total. */
@@ -409,8 +447,8 @@ BEGIN
     WITH s AS (
       UPDATE sponsorships SET status = CASE WHEN seq % 50 = 0 THEN 'reverted' ELSE 'success' END,
         actual_gas = 90000 + seq % 1000, actual_gas_cost = 90000000000000 + seq % 1000,
-        tx_hash = decode(md5('t' || p_from) || md5(p_from || 't'), 'hex'),
-        user_op_hash = decode(md5('u' || seq) || md5(seq || 'u'), 'hex'), settled_at = p_at
+        tx_hash = decode(md5('t' || p_project || p_from) || md5(p_from || 't'), 'hex'),
+        user_op_hash = decode(md5('u' || p_project || seq) || md5(seq || 'u'), 'hex'), settled_at = p_at
       WHERE ${projectKey("project_id")} = ${projectKey("p_project")} AND project_id = p_project
         AND seq BETWEEN v_first AND v_last AND status = 'pending'
       RETURNING auth_id, seq, sender, paymaster, status, actual_gas, max_gas_cost - actual_gas_cost AS refund,
@@ -419,7 +457,7 @@ BEGIN
       INSERT INTO chain_operations (chain_id, block_hash, log_index, block_number, tx_hash, paymaster,
           user_op_hash, sender, auth_id, success, prefund_too_low, actual_gas_used, actual_gas_cost,
           billed, unbilled_reason, project_id, created_at)
-      SELECT 14601, decode(md5('b' || p_from) || md5(p_from || 'b'), 'hex'), s.seq - p_from, p_from,
+      SELECT 14601, decode(md5('b' || p_project || p_from) || md5(p_from || 'b'), 'hex'), s.seq - p_from, p_from,
         s.tx_hash, decode(substr(s.paymaster, 3), 'hex'), s.user_op_hash, decode(substr(s.sender, 3), 'hex'),
         s.auth_id, s.status = 'success', false, s.actual_gas,
         s.actual_gas_cost, s.actual_gas_cost, NULL, p_project, p_at
