@@ -6,6 +6,7 @@ import type { Db } from "../src/db/db.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { approvalGate } from "../src/webhooks/approval.ts";
 import {
+  type AttemptResult,
   claimDue,
   claimStatement,
   listDeliveries,
@@ -232,16 +233,28 @@ describe("webhook fairness across projects", () => {
     );
   });
 
-  it("leases a claimed delivery: not claimed again until the lease ends, then claimed with the next attempt", async () => {
+  /** An attempt the receiver answered with `statusCode`, and what comes of it. */
+  function answered(statusCode: number, next: AttemptResult["next"]): AttemptResult {
+    const error = statusCode >= 200 && statusCode < 300 ? null : `HTTP ${statusCode}`;
+    return { startedAt: new Date(), latencyMs: 5, statusCode, error, next };
+  }
+
+  /** A project with one endpoint and one event for it; `mine` claims what is due of that endpoint. */
+  async function oneDelivery(url: string) {
     const p = await project();
-    const endpoint = await addWebhookEndpoint(t, p, "https://hooks.example.com/leased", ["balance.low"]);
+    const endpoint = await addWebhookEndpoint(t, p, url, ["balance.low"]);
     await emitBalanceLow(p.projectId, 1);
     const caps = { perEndpoint: 4, perProject: 4 };
     const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
-    const mine = async (leaseMs: number) =>
+    const mine = async (leaseMs = 60_000) =>
       (await claimDue(t.db, 16, leaseMs, caps, idle, t.services.keyring)).filter(
         (d) => d.endpointId === endpoint.id,
       );
+    return { p, endpoint, mine };
+  }
+
+  it("leases a claimed delivery: not claimed again until the lease ends, then claimed with the next attempt", async () => {
+    const { endpoint, mine } = await oneDelivery("https://hooks.example.com/leased");
     const [first] = await mine(60_000);
     assert.equal(first?.attempt, 1);
     assert.deepEqual(await mine(60_000), [], "leased: not due, whatever its next_attempt_at says");
@@ -258,13 +271,7 @@ describe("webhook fairness across projects", () => {
     assert.equal(again?.id, first!.id);
     assert.equal(again?.attempt, 2, "the lease ran out: claimed anew, the attempt counter moved on");
     // The first holder's late result is logged, but leaves the delivery to its new holder.
-    const result = {
-      startedAt: new Date(),
-      latencyMs: 5,
-      statusCode: 200,
-      error: null,
-      next: { kind: "succeeded" as const },
-    };
+    const result = answered(200, { kind: "succeeded" });
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: first!, result }]), [false]);
     // Handed back unattempted, it is due at once; recorded, it is done.
     await releaseClaim(t.db, again!);
@@ -279,28 +286,14 @@ describe("webhook fairness across projects", () => {
     // again. Fenced by the attempt number, the first holder's late result would land on the new
     // claim: here a retry due at once, clearing the new holder's lease, so the delivery could be
     // claimed a third time with the second request still open (migration 051).
-    const p = await project();
-    const endpoint = await addWebhookEndpoint(t, p, "https://hooks.example.com/fenced", ["balance.low"]);
-    await emitBalanceLow(p.projectId, 1);
-    const caps = { perEndpoint: 4, perProject: 4 };
-    const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
-    const mine = async () =>
-      (await claimDue(t.db, 16, 60_000, caps, idle, t.services.keyring)).filter(
-        (d) => d.endpointId === endpoint.id,
-      );
+    const { p, endpoint, mine } = await oneDelivery("https://hooks.example.com/fenced");
     const [first] = await mine();
     assert.equal(first?.attempt, 1);
     assert.equal(await redeliver(t.db, p.projectId, endpoint.id, first!.id), true);
     const [second] = await mine();
     assert.equal(second?.id, first!.id);
     assert.equal(second?.attempt, 1, "a fresh schedule: the attempt number starts again");
-    const retryNow = {
-      startedAt: new Date(),
-      latencyMs: 5,
-      statusCode: 503,
-      error: "HTTP 503",
-      next: { kind: "retry" as const, delayMs: 0 },
-    };
+    const retryNow = answered(503, { kind: "retry", delayMs: 0 });
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: first!, result: retryNow }]), [false]);
     await releaseClaim(t.db, first!);
     assert.deepEqual(await mine(), [], "the second claim's lease holds");
@@ -315,7 +308,7 @@ describe("webhook fairness across projects", () => {
       [[1, 503]],
       "the late attempt is in the log",
     );
-    const done = { ...retryNow, statusCode: 200, error: null, next: { kind: "succeeded" as const } };
+    const done = answered(200, { kind: "succeeded" });
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: second!, result: done }]), [true]);
   });
 
