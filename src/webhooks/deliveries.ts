@@ -6,9 +6,11 @@
  * at that moment, and setting their leased_until past the attempt's timeout (a lease) keeps them
  * from being claimed again while the HTTP request is in flight, without holding a transaction
  * open across it. An instance that dies mid-attempt (SIGKILL, a lost host) leaves its rows to be
- * claimed again when the lease runs out: at least once, never lost. No index holds leased_until or
- * the attempt counter, the two columns a claim changes, so a claim can stay on the row's page
- * without new index entries (migration 050); the lease used to be next_attempt_at, pushed ahead.
+ * claimed again when the lease runs out: at least once, never lost. No index holds leased_until,
+ * the attempt counter or claim_seq, the columns a claim changes, so a claim can stay on the row's
+ * page without new index entries (migration 050); the lease used to be next_attempt_at, pushed
+ * ahead. claim_seq fences what a claim may do afterwards (migration 051): its record and its
+ * release apply only while no later claim or redelivery has moved it on.
  */
 import type { Queryable } from "../db/db.ts";
 import type { Keyring } from "../secrets/envelope.ts";
@@ -247,10 +249,9 @@ export interface AttemptResult {
  * Records attempts and moves their deliveries on, in one statement (atomic without a transaction
  * of its own). A delivery that was redelivered or claimed anew meanwhile (its claim_seq moved on
  * from the claim's) keeps its new state and its new holder's lease; its attempt is logged all the
- * same. Answers, for each item in
- * order, whether its delivery took the state `result.next` asked for. The worker records through
- * a batcher (worker.ts): attempts that end while one record is on its way go together in the
- * next, one commit for all of them instead of one per delivered event.
+ * same. Answers, for each item in order, whether its delivery took the state `result.next` asked
+ * for. The worker records through a batcher (worker.ts): attempts that end while one record is on
+ * its way go together in the next, one commit for all of them instead of one per delivered event.
  */
 export async function recordAttempts(
   db: Queryable,
