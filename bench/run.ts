@@ -32,7 +32,8 @@ import { ownerCall, startBenchReceiver } from "./webhooks.ts";
  *   BENCH_FRESH_DB=0 (use DATABASE_URL's database itself instead of a fresh one beside it),
  *   BENCH_SKIP_WEBHOOKS (skip the webhook scenarios: events subscribed, then an approval webhook),
  *   BENCH_SKIP_REFUSALS (skip the refused-requests scenario), BENCH_SKIP_PLAIN (skip the two plain
- *   authorize scenarios), BENCH_SKIP_APPROVAL (skip the approval webhook scenario): to profile one alone,
+ *   authorize scenarios), BENCH_SKIP_APPROVAL (skip the approval webhook scenario), BENCH_SKIP_EVENTS
+ *   (subscribe no events: the approval webhook scenario alone): to profile one alone,
  *   BENCH_PG_STATEMENTS=<file> (each scenario's top statements from pg_stat_statements, bench/statements.ts).
  */
 
@@ -218,11 +219,16 @@ async function webhookScenarios(
   const out: Row[] = [];
   const call = (method: string, path: string, body: unknown) =>
     ownerCall(service.baseUrl, dataDir, runId, method, path, body);
+  // BENCH_SKIP_EVENTS: no endpoint subscribed and no events scenario, so that the approval
+  // scenario measures the approval webhook alone.
+  const events = !process.env.BENCH_SKIP_EVENTS;
   try {
-    await call("POST", `/projects/${seeded.projectId}/webhooks`, {
-      url: `${receiver.url}/events`,
-      eventTypes: ["sponsorship.sponsored"],
-    });
+    if (events) {
+      await call("POST", `/projects/${seeded.projectId}/webhooks`, {
+        url: `${receiver.url}/events`,
+        eventTypes: ["sponsorship.sponsored"],
+      });
+    }
     // What the endpoint got while the load ran, against the events the load made: a share below 1
     // means the deliveries fell behind (the backlog is sent after the scenario, off its figures).
     const delivered = async (label: string, run: () => Promise<Row>) => {
@@ -234,7 +240,7 @@ async function webhookScenarios(
       );
       return row;
     };
-    for (const connections of connectionCounts) {
+    for (const connections of events ? connectionCounts : []) {
       out.push(
         await delivered(`events subscribed, ${connections} connections`, () =>
           scenario(
@@ -256,15 +262,17 @@ async function webhookScenarios(
     });
     for (const connections of connectionCounts) {
       out.push(
-        await delivered(`approval webhook (events still subscribed), ${connections} connections`, () =>
-          scenario(
-            "authorize + approval webhook",
-            service,
-            seeded.apiKey,
-            distinct,
-            connections,
-            receiver.child,
-          ),
+        await delivered(
+          `approval webhook (${events ? "events still subscribed" : "no events"}), ${connections} connections`,
+          () =>
+            scenario(
+              events ? "authorize + approval webhook" : "approval webhook alone",
+              service,
+              seeded.apiKey,
+              distinct,
+              connections,
+              receiver.child,
+            ),
         ),
       );
     }
