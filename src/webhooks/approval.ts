@@ -10,12 +10,12 @@
  * instance applies at once here and within the cache lifetime elsewhere.
  */
 
-import { randomBytes } from "node:crypto";
 import { Lru } from "../api-keys/lru.ts";
 import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
 import type { Keyring } from "../secrets/envelope.ts";
+import { randomHex } from "../sponsor/ids.ts";
 import { deadline } from "./deadline.ts";
 import {
   NO_PUBLIC_ADDRESS,
@@ -185,7 +185,7 @@ async function ask(
   req: ApprovalRequest,
   now: () => number,
 ): Promise<{ answer: Answer; result: ApprovalCallResult }> {
-  const id = `apr_${randomBytes(16).toString("hex")}`;
+  const id = `apr_${randomHex(16)}`;
   const nowMs = now();
   const body = approvalBody(id, nowMs, req);
   // One deadline for the whole exchange, the answer's body included (deadline.ts: a timer of
