@@ -255,7 +255,9 @@ async function seed(db: Db, laneProjects: string[], runId: string) {
   // The retention jobs are the service's, over every project: the first lane runs them.
   const clock = { retainedAtMs: firstMs };
   const checkpoints = await Promise.all(
-    laneProjects.map((projectId, lane) => seedLane(db, projectId, runId, lane, firstMs, clock)),
+    laneProjects.map((projectId, lane) =>
+      seedLane(db, projectId, runId, lane, firstMs, lane === 0 ? clock : null),
+    ),
   );
   // The operations of the last 24 hours are settled but keep their replays, as they would.
   await retention(db, nowMs, clock);
@@ -265,7 +267,10 @@ async function seed(db: Db, laneProjects: string[], runId: string) {
   return { nowMs };
 }
 
-/** One project's history (see seed); returns how long its first checkpoint took, in ms. */
+/**
+ * One project's history (see seed); returns how long its first checkpoint took, in ms. `clock` is
+ * the retention jobs' on the lane that runs them, null on the others.
+ */
 async function seedLane(
   db: Db,
   projectId: string,
@@ -286,7 +291,7 @@ async function seedLane(
     flushIntervalMs: 3_600_000,
     detailPerMinute: REFUSAL_DETAIL_PER_MINUTE,
   });
-  const step = { projectId, runId: `${runId}:${lane}:`, clock: lane === 0 ? clock : null, refusals };
+  const step = { projectId, runId: `${runId}:${lane}:`, clock, refusals };
   const main = laneOps - TAIL_OPS;
   let reported = 0;
   for (let from = 1; from <= main; from += batch) {

@@ -239,15 +239,15 @@ describe("webhook fairness across projects", () => {
     return { startedAt: new Date(), latencyMs: 5, statusCode, error, next };
   }
 
-  /** A project with one endpoint and one event for it; `mine` claims what is due of that endpoint. */
+  /** A project with one endpoint and one event for it; `mine` claims (60 s leases) what is due of that endpoint. */
   async function oneDelivery(url: string) {
     const p = await project();
     const endpoint = await addWebhookEndpoint(t, p, url, ["balance.low"]);
     await emitBalanceLow(p.projectId, 1);
     const caps = { perEndpoint: 4, perProject: 4 };
     const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
-    const mine = async (leaseMs = 60_000) =>
-      (await claimDue(t.db, 16, leaseMs, caps, idle, t.services.keyring)).filter(
+    const mine = async () =>
+      (await claimDue(t.db, 16, 60_000, caps, idle, t.services.keyring)).filter(
         (d) => d.endpointId === endpoint.id,
       );
     return { p, endpoint, mine };
@@ -255,9 +255,9 @@ describe("webhook fairness across projects", () => {
 
   it("leases a claimed delivery: not claimed again until the lease ends, then claimed with the next attempt", async () => {
     const { endpoint, mine } = await oneDelivery("https://hooks.example.com/leased");
-    const [first] = await mine(60_000);
+    const [first] = await mine();
     assert.equal(first?.attempt, 1);
-    assert.deepEqual(await mine(60_000), [], "leased: not due, whatever its next_attempt_at says");
+    assert.deepEqual(await mine(), [], "leased: not due, whatever its next_attempt_at says");
     // The delivery log shows when a leased delivery comes back if its instance dies.
     const [shown] = await listDeliveries(t.db, endpoint.id, { limit: 1, beforeId: null, status: null });
     assert.ok(Date.parse(shown!.next_attempt_at!) > Date.now(), "the lease's end, ahead");
@@ -267,7 +267,7 @@ describe("webhook fairness across projects", () => {
       "UPDATE webhook_deliveries SET leased_until = now() - interval '1 second' WHERE id = $1",
       [first!.id],
     );
-    const [again] = await mine(60_000);
+    const [again] = await mine();
     assert.equal(again?.id, first!.id);
     assert.equal(again?.attempt, 2, "the lease ran out: claimed anew, the attempt counter moved on");
     // The first holder's late result is logged, but leaves the delivery to its new holder.
@@ -275,10 +275,10 @@ describe("webhook fairness across projects", () => {
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: first!, result }]), [false]);
     // Handed back unattempted, it is due at once; recorded, it is done.
     await releaseClaim(t.db, again!);
-    const [third] = await mine(60_000);
+    const [third] = await mine();
     assert.equal(third?.attempt, 2, "a release gives the attempt back");
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: third!, result }]), [true]);
-    assert.deepEqual(await mine(60_000), []);
+    assert.deepEqual(await mine(), []);
   });
 
   it("a redelivery while an attempt is in flight: the old attempt's result is logged but moves nothing", async () => {
