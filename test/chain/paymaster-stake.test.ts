@@ -73,16 +73,21 @@ interface Seen {
 }
 
 /**
- * Readiness and the metrics once `check` has a detail matching `detail`: a background evaluation
- * may have begun its read just before the last transaction, so the next one may still show it.
+ * Readiness and the metrics once `check` has a detail matching `detail` (and each check of `also`
+ * its own): a background evaluation may have begun its read just before the last transaction, so
+ * the next one may still show it, and the two paymasters' checks answer each in its own time.
  */
-async function seenWhen(check: string, detail: RegExp): Promise<Seen> {
-  const checks = await eventually(async () => {
-    const ready = await s.t.request({ method: "GET", url: "/health/ready" });
-    assert.equal(ready.statusCode, 200);
-    const body = ready.json();
-    return detail.test(body.checks[check]?.detail ?? "") ? body : undefined;
-  }, `${check} to match ${detail}`);
+async function seenWhen(check: string, detail: RegExp, also: Record<string, RegExp> = {}): Promise<Seen> {
+  const wanted: [string, RegExp][] = [[check, detail], ...Object.entries(also)];
+  const checks = await eventually(
+    async () => {
+      const ready = await s.t.request({ method: "GET", url: "/health/ready" });
+      assert.equal(ready.statusCode, 200);
+      const body = ready.json();
+      return wanted.every(([name, re]) => re.test(body.checks[name]?.detail ?? "")) ? body : undefined;
+    },
+    wanted.map(([name, re]) => `${name} to match ${re}`).join(" and "),
+  );
   const metrics = await s.t.request({ method: "GET", url: "/metrics" });
   assert.equal(metrics.statusCode, 200);
   return { overall: checks.status, checks: checks.checks, metrics: metrics.body };
@@ -117,7 +122,9 @@ async function afterTheUnstakeDelay() {
 
 describe("readiness and the metrics follow the paymasters' stakes through the operator CLI", () => {
   it("staked at the minimums (1 S, a day): ready ok, both paymasters' stake checks ok, stake_ok 1", async () => {
-    const seen = await seenWhen(CHECK_V07, /is staked/);
+    // The v0.8 paymaster's check answers in its own time: on a loaded machine it had not yet when
+    // the v0.7 one had (2026-11-30, CI's embedded pass), and readiness was degraded for it.
+    const seen = await seenWhen(CHECK_V07, /is staked/, { [CHECK_V08]: /is staked/ });
     assert.equal(seen.overall, "ok", JSON.stringify(seen.checks));
     assert.match(
       seen.checks[CHECK_V07]!.detail,
