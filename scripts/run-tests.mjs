@@ -113,6 +113,13 @@ const built = await build({
   plugins: [sourceLocations],
 });
 
+// --liftoff-only: PGlite is WebAssembly, which V8 compiles quickly (Liftoff) and then again,
+// optimised, for the functions it finds hot (TurboFan, on background threads). A test process
+// lives for a minute and mostly starts things; it did not earn that second compile back. The
+// embedded suite, three processes at once, the same half hour of 2026-11-30 (a slow day on this
+// 2-core machine): 517 s and 888 s of CPU without it, 452 s and 754 s with it (and with it for the
+// servers and CLIs the tests start, test/support/server-process.ts). It changes how V8 compiles,
+// not what the code does; production starts without it.
 // --expose-gc: test/webhooks-fairness.test.ts collects garbage mid-request to prove a delivery's
 // deadline survives it.
 // Two files at once: one file alone left a core idle much of the time (waiting on anvil, Alto,
@@ -285,7 +292,14 @@ function runGroup(group) {
   const entry = entryOf(group, groupsStarted++);
   return new Promise((done) => {
     const t0 = Date.now();
-    const args = ["--expose-gc", "--enable-source-maps", "--test", "--test-reporter=spec", entry];
+    const args = [
+      "--liftoff-only",
+      "--expose-gc",
+      "--enable-source-maps",
+      "--test",
+      "--test-reporter=spec",
+      entry,
+    ];
     // With TEST_CPU=1 the file runs under a shell whose `times` builtin then reports the CPU of
     // every process it waited for, descendants included (node has no rusage for a child).
     const child = measureCpu

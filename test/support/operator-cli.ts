@@ -7,7 +7,7 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { ensureBuilt, REPO_ROOT } from "./server-process.ts";
+import { CHILD_NODE_FLAGS, ensureBuilt, REPO_ROOT } from "./server-process.ts";
 
 const ENTRY = join(REPO_ROOT, "dist", "operator", "main.js");
 
@@ -28,10 +28,14 @@ export async function runPaymasterCli(args: string[], env: Record<string, string
   }
   let result: Omit<CliRun, "last">;
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [ENTRY, ...args], {
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH ?? "", ...env },
-    });
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      [...CHILD_NODE_FLAGS, ENTRY, ...args],
+      {
+        cwd: REPO_ROOT,
+        env: { PATH: process.env.PATH ?? "", ...env },
+      },
+    );
     result = { status: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
