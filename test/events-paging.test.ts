@@ -187,17 +187,20 @@ describe("analytics events: cursor and filters", () => {
     const p = await seedProject(t);
     // Thousands of rows, each through the per-row triggers: one statement of them all outlasted
     // the service's statement_timeout on a loaded CI machine, and then the client's own read
-    // timeout (statement_timeout + 2 s), neither of which this test is about. Five statements.
+    // timeout (statement_timeout + 2 s), neither of which this test is about. Five statements of
+    // 2,001 rows still outlasted the read timeout on PostgreSQL on a slow day (2026-11-30, CI's
+    // second pass): statements of 500.
     const rows = FILTERED_TOTAL_CAP + 5;
+    const chunk = 500;
     await t.db.transaction(async (tx) => {
       await tx.query("SET LOCAL statement_timeout = 0");
-      for (let from = 1; from <= rows; from += Math.ceil(rows / 5)) {
+      for (let from = 1; from <= rows; from += chunk) {
         await tx.query(
           `INSERT INTO sponsorships (auth_id, project_id, chain_id, sender, target, selector, estimated_gas,
              max_gas_cost, valid_after, valid_until)
            SELECT decode(md5($1 || g) || md5(g || $1), 'hex'), $1, 14601, $2, $3, '0xa0712d68', 1000, 100, 1, 2
            FROM generate_series($4::int, $5::int) g`,
-          [p.projectId, SENDERS[0], TARGETS[0], from, Math.min(rows, from + Math.ceil(rows / 5) - 1)],
+          [p.projectId, SENDERS[0], TARGETS[0], from, Math.min(rows, from + chunk - 1)],
         );
       }
     });
