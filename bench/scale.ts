@@ -50,6 +50,7 @@ import { type Child, REPO_ROOT, startChild } from "./processes.ts";
  * SCALE_KEEP=1 (with SCALE_DATABASE_URL: keep that database afterwards, to look at plans),
  * SCALE_FILLFACTOR=table:percent (try a fillfactor before seeding, before making it a migration),
  * SCALE_SETTLE (each: a transaction per settled operation, as the watcher; block: one per block),
+ * SCALE_PROGRESS (1,000,000: a progress line with the bytes so far every so many operations),
  * SCALE_LANES (1: how many projects are seeded side by side, SCALE_OPS / SCALE_LANES operations
  * each, on a connection each; the reads are timed on the first lane's project). The seeding is one
  * PostgreSQL backend's work per lane. On this two-core machine (2026-11-29, 10 million asked, the
@@ -293,6 +294,7 @@ async function seedLane(
   });
   const step = { projectId, runId: `${runId}:${lane}:`, clock, refusals };
   const main = laneOps - TAIL_OPS;
+  const started = Date.now();
   let reported = 0;
   for (let from = 1; from <= main; from += batch) {
     const to = Math.min(main, from + batch - 1);
@@ -301,6 +303,8 @@ async function seedLane(
       reported = to;
       process.stdout.write(`\rseeded ${(to * lanes).toLocaleString("en")} operations`);
     }
+    if (lane === 0 && Math.floor((to * lanes) / progressEvery) > Math.floor(((from - 1) * lanes) / progressEvery))
+      await progress(db, to * lanes, started);
   }
   const checkpointStarted = Date.now();
   await writeCheckpoints(db, [projectId]);
@@ -311,6 +315,23 @@ async function seedLane(
   }
   await refusals.stop();
   return checkpointMs;
+}
+
+/**
+ * A line for the record every SCALE_PROGRESS operations (over all lanes, counted on the first):
+ * the time so far, the rate, and the bytes per operation of the figure's tables at that point, so
+ * that a long run leaves its trail in the output even if it does not reach the end. The other
+ * lanes run about level with the first; their rows are in the bytes, so the count is the first
+ * lane's times the lanes.
+ */
+const progressEvery = Number(process.env.SCALE_PROGRESS ?? 1_000_000);
+
+async function progress(db: Db, seeded: number, started: number) {
+  const seconds = (Date.now() - started) / 1000;
+  const bytes = await relationBytes(db);
+  console.log(
+    `\r${new Date().toISOString().slice(11, 19)} UTC: ${seeded.toLocaleString("en")} operations seeded in ${seconds.toFixed(0)} s (${(seeded / seconds).toFixed(0)} a second), ${(bytes / seeded).toFixed(0)} bytes per operation so far`,
+  );
 }
 
 const RETENTION_EVERY_MS = 10 * 60_000;
