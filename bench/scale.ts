@@ -303,7 +303,10 @@ async function seedLane(
       reported = to;
       process.stdout.write(`\rseeded ${(to * lanes).toLocaleString("en")} operations`);
     }
-    if (lane === 0 && Math.floor((to * lanes) / progressEvery) > Math.floor(((from - 1) * lanes) / progressEvery))
+    if (
+      lane === 0 &&
+      Math.floor((to * lanes) / progressEvery) > Math.floor(((from - 1) * lanes) / progressEvery)
+    )
       await progress(db, to * lanes, started);
   }
   const checkpointStarted = Date.now();
