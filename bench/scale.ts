@@ -255,22 +255,51 @@ async function seed(db: Db, laneProjects: string[], runId: string) {
   const firstMs = nowMs - HISTORY_DAYS * 86_400_000;
   // The retention jobs are the service's, over every project: the first lane runs them.
   const clock = { retainedAtMs: firstMs };
-  const checkpoints = await Promise.all(
+  const checkpoint = checkpointBarrier(db, laneProjects);
+  const [checkpointMs] = await Promise.all(
     laneProjects.map((projectId, lane) =>
-      seedLane(db, projectId, runId, lane, firstMs, lane === 0 ? clock : null),
+      seedLane(db, projectId, runId, lane, firstMs, lane === 0 ? clock : null, checkpoint),
     ),
   );
   // The operations of the last 24 hours are settled but keep their replays, as they would.
   await retention(db, nowMs, clock);
   console.log(
-    `\rseeded ${(laneOps * laneProjects.length).toLocaleString("en")} operations in ${((Date.now() - started) / 1000).toFixed(0)} s${laneProjects.length > 1 ? ` (${laneProjects.length} lanes at once; the phases are summed over them)` : ""}: reservations ${(phases.reserve / 1000).toFixed(0)} s, settlements ${(phases.settle / 1000).toFixed(0)} s, refusals ${(phases.refusals / 1000).toFixed(0)} s, retention ${(phases.retention / 1000).toFixed(0)} s (first checkpoint ${checkpoints.join(", ")} ms)`,
+    `\rseeded ${(laneOps * laneProjects.length).toLocaleString("en")} operations in ${((Date.now() - started) / 1000).toFixed(0)} s${laneProjects.length > 1 ? ` (${laneProjects.length} lanes at once; the phases are summed over them)` : ""}: reservations ${(phases.reserve / 1000).toFixed(0)} s, settlements ${(phases.settle / 1000).toFixed(0)} s, refusals ${(phases.refusals / 1000).toFixed(0)} s, retention ${(phases.retention / 1000).toFixed(0)} s (first checkpoint ${checkpointMs} ms)`,
   );
   return { nowMs };
 }
 
 /**
- * One project's history (see seed); returns how long its first checkpoint took, in ms. `clock` is
- * the retention jobs' on the lane that runs them, null on the others.
+ * The lanes' first checkpoint: once every lane has seeded its history up to the tail, one
+ * writeCheckpoints over all their projects (as the maintenance job writes those due), and every
+ * lane then goes on with its tail. Each lane's call answers how long the checkpoint took, in ms.
+ *
+ * A lane must not checkpoint alone while the others still write. The checkpoint takes a SHARE lock
+ * on ledger_entries, which holds back every writer until it commits, and here it sums a whole
+ * history, millions of entries (the service's job checkpoints every 10,000, so its lock is short):
+ * a 5-million run in two lanes (2026-11-30) lost 72 minutes of seeding at 4.9 million when one
+ * lane's checkpoint outlasted the other lane's lock_timeout.
+ */
+function checkpointBarrier(db: Db, projects: string[]): () => Promise<number> {
+  let arrived = 0;
+  let settle!: { ok: (ms: number) => void; fail: (err: unknown) => void };
+  const written = new Promise<number>((ok, fail) => {
+    settle = { ok, fail };
+  });
+  return () => {
+    arrived += 1;
+    if (arrived === projects.length) {
+      const started = Date.now();
+      writeCheckpoints(db, projects).then(() => settle.ok(Date.now() - started), settle.fail);
+    }
+    return written;
+  };
+}
+
+/**
+ * One project's history (see seed); returns how long the first checkpoint took, in ms. `clock` is
+ * the retention jobs' on the lane that runs them, null on the others; `checkpoint` waits for the
+ * other lanes and the checkpoint (checkpointBarrier).
  */
 async function seedLane(
   db: Db,
@@ -279,6 +308,7 @@ async function seedLane(
   lane: number,
   firstMs: number,
   clock: { retainedAtMs: number } | null,
+  checkpoint: () => Promise<number>,
 ): Promise<number> {
   await creditDeposit(db, { projectId, reference: `scale:${runId}:lane-${lane}`, amountWei: 10n ** 30n });
   for (let t = 0; t < TARGETS; t++) {
@@ -309,9 +339,7 @@ async function seedLane(
     )
       await progress(db, to * lanes, started);
   }
-  const checkpointStarted = Date.now();
-  await writeCheckpoints(db, [projectId]);
-  const checkpointMs = Date.now() - checkpointStarted;
+  const checkpointMs = await checkpoint();
   for (let from = main + 1; from <= laneOps; from += batch) {
     const to = Math.min(laneOps, from + batch - 1);
     await lifecycleStep(db, step, from, to, firstMs + from * stepMs);
