@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
+import type { Db } from "../src/db/db.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { openPostgres } from "../src/db/postgres.ts";
 import {
@@ -184,10 +185,13 @@ describe("ledger checkpoints", () => {
   });
 });
 
-// PGlite runs one transaction at a time and cannot deadlock: this one uses the machine's
-// PostgreSQL in both passes.
-describe("a checkpoint and a reservation of the same project (PostgreSQL)", () => {
-  it("a checkpoint taken while a reservation holds the project's row waits for nothing the reservation needs", async () => {
+// PGlite runs one transaction at a time and cannot deadlock or wait on a lock: these use the
+// machine's PostgreSQL in both passes.
+describe("a checkpoint and the ledger's writers (PostgreSQL)", () => {
+  /** A migrated schema of its own, a service on it, and a client of its own to watch pg_locks. */
+  async function withSchema(
+    run: (s: { db: Db; app: TestApp; watcher: pg.Client; url: string; schema: string }) => Promise<void>,
+  ) {
     const url = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
     const schema = `t_${randomBytes(6).toString("hex")}`;
     const db = await openPostgres({ url, schema });
@@ -196,6 +200,27 @@ describe("a checkpoint and a reservation of the same project (PostgreSQL)", () =
     const watcher = new pg.Client({ connectionString: url });
     await watcher.connect();
     try {
+      await run({ db, app, watcher, url, schema });
+    } finally {
+      await watcher.end();
+      await app.close();
+      await db.query(`DROP SCHEMA ${schema} CASCADE`);
+      await db.close();
+    }
+  }
+
+  /** How many locks of `mode` on the schema's `table` are granted (or waiting, with `granted` false). */
+  async function locks(watcher: pg.Client, schema: string, table: string, mode: string, granted = true) {
+    const { rows } = await watcher.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_locks
+       WHERE relation = to_regclass($1) AND mode = $2 AND granted = $3`,
+      [`${schema}.${table}`, mode, granted],
+    );
+    return rows[0]!.n;
+  }
+
+  it("a checkpoint taken while a reservation holds the project's row waits for nothing the reservation needs", async () => {
+    await withSchema(async ({ db, app, watcher, schema }) => {
       const p = await seedProject(app, { slug: `dl-${randomBytes(3).toString("hex")}` });
       await creditDeposit(db, { projectId: p.projectId, reference: `dl:${p.projectId}:0`, amountWei: 10n });
       let checkpoint: Promise<string[]> | null = null;
@@ -205,13 +230,7 @@ describe("a checkpoint and a reservation of the same project (PostgreSQL)", () =
         checkpoint = writeCheckpoints(db, [p.projectId]);
         // Until the checkpoint holds its SHARE lock on ledger_entries (or is already done).
         for (let i = 0; i < 500; i++) {
-          const [row] = (
-            await watcher.query(
-              `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-               WHERE c.relname = 'ledger_entries' AND l.mode = 'ShareLock' AND l.granted`,
-            )
-          ).rows as { n: number }[];
-          if (row!.n > 0) break;
+          if ((await locks(watcher, schema, "ledger_entries", "ShareLock")) > 0) break;
           await sleep(10);
         }
         await tx.query(
@@ -225,11 +244,48 @@ describe("a checkpoint and a reservation of the same project (PostgreSQL)", () =
       assert.deepEqual(await checkpoint, [p.projectId], "the checkpoint was written, with no deadlock");
       const [report] = await parity(db, [p.projectId]);
       assert.deepEqual([report!.ledgerBalance, report!.inSync], ["15", true]);
-    } finally {
-      await watcher.end();
-      await app.close();
-      await db.query(`DROP SCHEMA ${schema} CASCADE`);
-      await db.close();
-    }
+    });
+  });
+
+  it("sums the tails after its lock on the ledger is released: a long sum holds no writer back", async () => {
+    await withSchema(async ({ db, app, watcher, url, schema }) => {
+      const p = await seedProject(app, { slug: `lk-${randomBytes(3).toString("hex")}` });
+      await creditDeposit(db, { projectId: p.projectId, reference: `lk:${p.projectId}:0`, amountWei: 10n });
+      // The statement that sums the tails and writes the checkpoints is held at its start, as a
+      // long sum would hold it: another client keeps ledger_checkpoints from being written.
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      let checkpoint: Promise<string[]> | null = null;
+      try {
+        await holder.query("BEGIN");
+        await holder.query(`LOCK TABLE ${schema}.ledger_checkpoints IN EXCLUSIVE MODE`);
+        checkpoint = writeCheckpoints(db, [p.projectId]);
+        let waiting = 0;
+        for (let i = 0; i < 500 && waiting === 0; i++) {
+          await sleep(10);
+          waiting = await locks(watcher, schema, "ledger_checkpoints", "RowExclusiveLock", false);
+        }
+        assert.equal(waiting, 1, "the checkpoint's sum is waiting to write");
+        assert.equal(
+          await locks(watcher, schema, "ledger_entries", "ShareLock"),
+          0,
+          "no SHARE lock on the ledger is held meanwhile",
+        );
+        // A deposit goes through while the sum is in progress (it would wait behind the lock).
+        await creditDeposit(db, { projectId: p.projectId, reference: `lk:${p.projectId}:1`, amountWei: 5n });
+      } finally {
+        await holder.query("COMMIT");
+        await holder.end();
+      }
+      assert.deepEqual(await checkpoint, [p.projectId]);
+      // The checkpoint is the ledger as it was under the lock; the later deposit is in its tail.
+      const [written] = await db.query<{ balance: string; entries: string }>(
+        "SELECT balance::text, entries::text FROM ledger_checkpoints WHERE project_id = $1",
+        [p.projectId],
+      );
+      assert.deepEqual(written, { balance: "10", entries: "1" });
+      const [report] = await parity(db, [p.projectId]);
+      assert.deepEqual([report!.ledgerBalance, report!.cachedBalance, report!.inSync], ["15", "15", true]);
+    });
   });
 });

@@ -44,48 +44,65 @@ export async function projectsDueForCheckpoint(
 }
 
 /**
- * Writes a checkpoint for each tank of the projects whose ledger agrees with its cached balance,
- * in one transaction; returns the projects with a tank checkpointed.
+ * Writes a checkpoint for each tank of the projects whose ledger agrees with its cached balance;
+ * returns the projects with a tank checkpointed.
  *
  * Ledger ids are handed out before their transactions commit, so an entry with a smaller id
  * than one already visible may still be on its way. A SHARE lock on ledger_entries waits for
  * every transaction that is writing entries and holds new ones back until this one commits:
- * inside it the ledger is complete up to its largest id and every later entry gets a larger id,
- * which is what the "entries after the checkpoint" of a parity read rely on. It is held for
- * the sums of the tails only (each about `every` entries, index-only), and gives up after
- * lock_timeout rather than queue authorizations behind it; another instance doing the same
- * simply waits, and finds the work done (the primary key refuses a duplicate).
+ * inside it the ledger is complete up to its largest id, every later entry gets a larger id, and
+ * the cached balances are those of exactly the entries up to that id. That instant is all the
+ * lock is held for: two reads (the largest id, from the primary key's end, and the tanks' cached
+ * balances). Entries are never changed or removed (the table's trigger refuses), so the tails up
+ * to that id are summed after the lock is released, and a tail of any length holds no one's
+ * writes back. (Summed under the lock, a project whose cache had drifted, and so never got a new
+ * checkpoint, made every tenant's ledger writes wait for a sum of its whole ever-growing tail,
+ * once a minute.) It gives up after lock_timeout rather than queue authorizations behind it.
+ * Another instance doing the same finds the work done (the primary key refuses a duplicate).
  */
 export async function writeCheckpoints(db: Db, projectIds: string[]): Promise<string[]> {
   if (projectIds.length === 0) return [];
-  return db.transaction(async (tx) => {
+  const instant = await db.transaction(async (tx) => {
     await tx.query("SET LOCAL lock_timeout = '2s'");
     await tx.query("LOCK TABLE ledger_entries IN SHARE MODE");
-    const rows = await tx.query<{ project_id: string }>(
-      `WITH tanks AS (
-         SELECT project_id, chain_id, balance AS cached FROM project_tanks WHERE project_id = ANY($1::text[])
-       ), latest AS (
-         SELECT k.project_id, k.chain_id, k.cached, COALESCE(c.last_entry_id, 0) AS after_id,
-           COALESCE(c.balance, 0) AS balance, COALESCE(c.entries, 0) AS entries
-         FROM tanks k
-         LEFT JOIN LATERAL (SELECT last_entry_id, balance, entries FROM ledger_checkpoints
-           WHERE project_id = k.project_id AND chain_id = k.chain_id ORDER BY last_entry_id DESC LIMIT 1) c ON true
-       ), next AS (
-         SELECT l.project_id, l.chain_id, l.cached, t.last_id, l.balance + t.amount AS balance, l.entries + t.n AS entries
-         FROM latest l, LATERAL (SELECT max(e.id) AS last_id, COALESCE(sum(e.amount), 0) AS amount, count(*) AS n
-           FROM ledger_entries e
-           WHERE ${projectIdsAbove("l.project_id", "l.after_id", { project: "e.project_id", id: "e.id" })}
-             AND e.project_id = l.project_id AND e.chain_id = l.chain_id) t
-         WHERE t.last_id IS NOT NULL
-       )
-       INSERT INTO ledger_checkpoints (project_id, chain_id, last_entry_id, balance, entries)
-       SELECT project_id, chain_id, last_id, balance, entries FROM next WHERE balance = cached
-       ON CONFLICT (project_id, last_entry_id) DO NOTHING
-       RETURNING project_id`,
+    const [last] = await tx.query<{ id: string | null }>("SELECT max(id)::text AS id FROM ledger_entries");
+    const tanks = await tx.query<{ project_id: string; chain_id: number; cached: string }>(
+      `SELECT project_id, chain_id, balance::text AS cached FROM project_tanks
+       WHERE project_id = ANY($1::text[])`,
       [projectIds],
     );
-    return [...new Set(rows.map((r) => r.project_id))];
+    return { lastId: last?.id ?? null, tanks };
   });
+  if (instant.lastId === null || instant.tanks.length === 0) return [];
+  const rows = await db.query<{ project_id: string }>(
+    `WITH tanks AS (
+       SELECT * FROM unnest($1::text[], $2::integer[], $3::numeric[]) AS k(project_id, chain_id, cached)
+     ), latest AS (
+       SELECT k.project_id, k.chain_id, k.cached, COALESCE(c.last_entry_id, 0) AS after_id,
+         COALESCE(c.balance, 0) AS balance, COALESCE(c.entries, 0) AS entries
+       FROM tanks k
+       LEFT JOIN LATERAL (SELECT last_entry_id, balance, entries FROM ledger_checkpoints
+         WHERE project_id = k.project_id AND chain_id = k.chain_id ORDER BY last_entry_id DESC LIMIT 1) c ON true
+     ), next AS (
+       SELECT l.project_id, l.chain_id, l.cached, t.last_id, l.balance + t.amount AS balance, l.entries + t.n AS entries
+       FROM latest l, LATERAL (SELECT max(e.id) AS last_id, COALESCE(sum(e.amount), 0) AS amount, count(*) AS n
+         FROM ledger_entries e
+         WHERE ${projectIdsAbove("l.project_id", "l.after_id", { project: "e.project_id", id: "e.id" }, "$4::bigint")}
+           AND e.project_id = l.project_id AND e.chain_id = l.chain_id) t
+       WHERE t.last_id IS NOT NULL
+     )
+     INSERT INTO ledger_checkpoints (project_id, chain_id, last_entry_id, balance, entries)
+     SELECT project_id, chain_id, last_id, balance, entries FROM next WHERE balance = cached
+     ON CONFLICT (project_id, last_entry_id) DO NOTHING
+     RETURNING project_id`,
+    [
+      instant.tanks.map((t) => t.project_id),
+      instant.tanks.map((t) => t.chain_id),
+      instant.tanks.map((t) => t.cached),
+      instant.lastId,
+    ],
+  );
+  return [...new Set(rows.map((r) => r.project_id))];
 }
 
 /** One pass: checkpoints up to `limit` projects that are due. */
