@@ -113,6 +113,18 @@ describe("read replicas", () => {
     );
   });
 
+  test("the primary's and the replica's sessions run without JIT compilation", async () => {
+    // A short read the planner misjudged as long compiled hundreds of functions before running
+    // (db/postgres.ts): the service's sessions turn it off, on every server they read.
+    await eventually("the replica is in use", () => usable(patient));
+    const before = await readsServed(patient, "replica");
+    const [onReplica] = await router(patient).query<{ jit: string }>("SHOW jit");
+    assert.ok((await readsServed(patient, "replica")) > before, "the replica answered");
+    const [onPrimary] = await patient.services.db.query<{ jit: string }>("SHOW jit");
+    const [server] = await replica.query<{ jit: string }>("SHOW jit");
+    assert.deepEqual([onPrimary?.jit, onReplica?.jit, server?.jit], ["off", "off", "on"]);
+  });
+
   test("a replica paused past the bound hands its reads to the primary; under the bound it is still used", async () => {
     await replica.query("SELECT pg_wal_replay_pause()");
     try {

@@ -29,6 +29,7 @@
  */
 import pg from "pg";
 import type { Db, Queryable } from "./db.ts";
+import { SESSION_OPTIONS } from "./postgres.ts";
 import { asUnavailable, DatabaseUnavailable } from "./unavailable.ts";
 
 export interface ReplicaState {
@@ -106,7 +107,7 @@ export function readRouter(primary: Db, urls: readonly string[], options: ReadRo
     const pool = new pg.Pool({
       connectionString: url,
       max: 10,
-      options: `-c statement_timeout=${statementTimeoutMs}`,
+      options: `${SESSION_OPTIONS} -c statement_timeout=${statementTimeoutMs}`,
       // A replica that does not answer is skipped after a second: the primary can always serve.
       connectionTimeoutMillis: 1000,
       query_timeout: statementTimeoutMs + 2000,
