@@ -131,6 +131,33 @@ describe("ledger checkpoints", () => {
     assert.deepEqual(r.checkpoint, r.scratch);
   });
 
+  it("walk the due projects over passes: projects whose cache drifted do not take every pass's places", async () => {
+    const prefix = `cpw-${randomBytes(3).toString("hex")}`;
+    // Three projects first in id order, each 30 entries past no checkpoint; the first two with a
+    // cache one wei short of their ledger.
+    const ids = [`${prefix}-a`, `${prefix}-b`, `${prefix}-c`];
+    for (const [i, id] of ids.entries()) {
+      await seedProject(t, { projectId: id });
+      await t.db.query(
+        `INSERT INTO ledger_entries (project_id, chain_id, kind, amount, reference)
+         SELECT $1, 14601, 'deposit', 1, 'walk:' || $1 || ':' || g FROM generate_series(1, 30) g`,
+        [id],
+      );
+      await t.db.query("UPDATE projects SET gas_tank_balance = gas_tank_balance + $2 WHERE id = $1", [
+        id,
+        i < 2 ? 29 : 30,
+      ]);
+    }
+    // Other projects of this file have at most 16 entries: only these three are due at 30.
+    const first = await checkpointDueProjects(t.db, 30, 2);
+    assert.deepEqual(first, { checkpointed: [], next: ids[1] }, "the two drifting projects filled the pass");
+    const second = await checkpointDueProjects(t.db, 30, 2, first.next);
+    assert.deepEqual(second, { checkpointed: [ids[2]], next: "" }, "the next pass went on to the third");
+    const third = await checkpointDueProjects(t.db, 30, 2, second.next);
+    assert.deepEqual(third, { checkpointed: [], next: ids[1] }, "and then round again");
+    assert.equal((await parity(t.db, [ids[0]!]))[0]!.inSync, false);
+  });
+
   it("detect a tampered checkpoint, and a tampered ledger (after the checkpoint; before it, from scratch)", async () => {
     const p = await project();
     await activity(p.projectId, 3);

@@ -17,7 +17,7 @@ export const DEFAULT_CHECKPOINT_EVERY = 10_000;
 
 /**
  * Projects with at least `every` entries after their latest checkpoint, at most `limit` of
- * them. Each project costs an index range of at most `every` entries (and their rows: PostgreSQL
+ * them, in id order from after `after`. Each project costs an index range of at most `every` entries (and their rows: PostgreSQL
  * does not answer from an index on an expression alone). The range is the project's key (migration
  * 048), which another project could share; that could only make a project due early, since
  * writeCheckpoints sums the project's own entries, so the count does not compare the project.
@@ -26,10 +26,11 @@ export async function projectsDueForCheckpoint(
   db: Queryable,
   every: number,
   limit: number,
+  after = "",
 ): Promise<string[]> {
   const rows = await db.query<{ id: string }>(
     `SELECT p.id FROM projects p
-     WHERE (SELECT count(*) FROM (
+     WHERE p.id > $3 AND (SELECT count(*) FROM (
          SELECT 1 FROM ledger_entries l
          WHERE ${projectIdsAbove(
            "p.id",
@@ -38,7 +39,7 @@ export async function projectsDueForCheckpoint(
          )}
          LIMIT $1) tail) >= $1
      ORDER BY p.id LIMIT $2`,
-    [every, limit],
+    [every, limit, after],
   );
   return rows.map((r) => r.id);
 }
@@ -105,7 +106,20 @@ export async function writeCheckpoints(db: Db, projectIds: string[]): Promise<st
   return [...new Set(rows.map((r) => r.project_id))];
 }
 
-/** One pass: checkpoints up to `limit` projects that are due. */
-export async function checkpointDueProjects(db: Db, every: number, limit: number): Promise<string[]> {
-  return writeCheckpoints(db, await projectsDueForCheckpoint(db, every, limit));
+/**
+ * One pass: checkpoints up to `limit` due projects, in id order from after `after`, and says
+ * where the next pass goes on: after the last project it took when it was full, else from the
+ * start. A project whose cache drifted stays due and gets no checkpoint; without the walk, 50 of
+ * them first in id order would have taken every pass's places, and no other project would ever
+ * have been checkpointed again.
+ */
+export async function checkpointDueProjects(
+  db: Db,
+  every: number,
+  limit: number,
+  after = "",
+): Promise<{ checkpointed: string[]; next: string }> {
+  const due = await projectsDueForCheckpoint(db, every, limit, after);
+  const checkpointed = await writeCheckpoints(db, due);
+  return { checkpointed, next: due.length === limit ? due.at(-1)! : "" };
 }

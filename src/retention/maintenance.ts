@@ -72,6 +72,8 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
   // This instance's place in its walk over the expired events: a pass goes on where the last one
   // stopped, so events that must stay (pending deliveries) are not re-read by every pass.
   let outboxPosition: OutboxPosition | null = null;
+  // Likewise in its walk over the projects due for a checkpoint (ledger/checkpoints.ts).
+  let checkpointPosition = "";
   const pass = async (): Promise<MaintenancePass> => {
     const forgotten = await drain(() => forgetExpiredReplays(db, options.now(), batchSize));
     // Deliveries first: an event can only go once its last delivery has.
@@ -91,11 +93,13 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
     const chainOperationsFolded = await drain(() =>
       foldOldChainOperations(db, options.now(), options.chainOperationRetentionDays ?? 7, batchSize),
     );
-    const checkpointed = await checkpointDueProjects(
+    const { checkpointed, next } = await checkpointDueProjects(
       db,
       options.checkpointEvery,
       CHECKPOINT_PROJECTS_PER_PASS,
+      checkpointPosition,
     );
+    checkpointPosition = next;
     return {
       forgotten,
       deliveriesRemoved,
