@@ -109,6 +109,23 @@ describe("recording a paid operation", () => {
     assert.equal(stats.hot, stats.upd, JSON.stringify(stats));
   });
 
+  it("the settled target's count is a HOT update too (no index names the count, migration 052)", async () => {
+    // The first operation of a project inserts its target's row; the second one's update is timed.
+    const { p, authId } = await authorized();
+    const recorded = await t.db.transaction((tx) => recordOperation(tx, 14601, TEST_PAYMASTER, paid(authId)));
+    assert.equal(recorded.billing?.kind, "charged");
+    const res = await authorizeMint(t, p);
+    assert.equal(res.statusCode, 200, res.body);
+    const second = (res.json() as { authorizationId: string }).authorizationId;
+    const stats = await t.db.transaction((tx) =>
+      countsAdded(tx, "rollup_project_targets", async () => {
+        const again = await recordOperation(tx, 14601, TEST_PAYMASTER, paid(second));
+        assert.equal(again.billing?.kind, "charged");
+      }),
+    );
+    assert.deepEqual(stats, { ins: 0, upd: 1, hot: 1 });
+  });
+
   it("two recorders of the same log at once charge it once and keep one row", async () => {
     const { p, authId } = await authorized();
     const op = paid(authId);
