@@ -16,6 +16,7 @@ import { type RefusalRecorder, refusalRecorder } from "../src/refusals/recorder.
 import { foldOldChainOperations } from "../src/retention/chain-operations.ts";
 import { forgetOldRefusals } from "../src/retention/refusals.ts";
 import { forgetExpiredReplays } from "../src/retention/replays.ts";
+import { forgetOldSenderDays } from "../src/retention/sender-days.ts";
 import { startChain } from "../test/support/chain/anvil.ts";
 import { startPgCluster } from "../test/support/pg-cluster.ts";
 import { benchDatabase } from "./database.ts";
@@ -245,7 +246,8 @@ function targetOf(i: number): string {
  * - every simulated 10 minutes (the maintenance interval is 1 minute; the batches it clears are
  *   the same rows), the retention jobs (batches of RETENTION_BATCH_SIZE) forget the replays older
  *   than 24 hours (`forgetExpiredReplays`) and fold the paid operations older than 7 days into
- *   their paymaster's totals (`foldOldChainOperations`).
+ *   their paymaster's totals (`foldOldChainOperations`), and forget the per-sender day counts of
+ *   the days that are final (`forgetOldSenderDays`).
  * Autovacuum does what it does meanwhile; nothing vacuums by hand. Then the checkpoint, then a tail
  * of operations after it, the same way.
  */
@@ -376,6 +378,9 @@ async function retention(db: Db, atMs: number, clock: { retainedAtMs: number }) 
   while (
     (await foldOldChainOperations(db, atMs, CHAIN_OPERATION_RETENTION_DAYS, RETENTION_BATCH)) ===
     RETENTION_BATCH
+  ) {}
+  while (
+    (await forgetOldSenderDays(db, atMs, CHAIN_OPERATION_RETENTION_DAYS, RETENTION_BATCH)) === RETENTION_BATCH
   ) {}
 }
 

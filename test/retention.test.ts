@@ -124,3 +124,55 @@ describe("replay retention", () => {
     assert.equal((await job.pass()).forgotten, 0);
   });
 });
+
+describe("per-sender day counts", () => {
+  it("go once their day is final (the chain operations' retention and a day more), and the day's actives stay", async () => {
+    const p = await seedProject(t);
+    const dayOf = (daysAgo: number) => new Date(clock - daysAgo * 86_400_000).toISOString().slice(0, 10);
+    const sender = (i: number) => i.toString(16).padStart(40, "0");
+    // Four days back to twenty, two senders each, with the day rows they were counted into.
+    for (const daysAgo of [20, 9, 8, 1]) {
+      for (const i of [1, 2]) {
+        await t.db.query(
+          `INSERT INTO rollup_project_sender_days (project_id, chain_id, day, sender, operations)
+           VALUES ($1, 14601, $2::date, decode($3, 'hex'), 1)`,
+          [p.projectId, dayOf(daysAgo), sender(i)],
+        );
+      }
+      await t.db.query(
+        `INSERT INTO rollup_project_days (project_id, chain_id, day, active_senders) VALUES ($1, 14601, $2::date, 2)`,
+        [p.projectId, dayOf(daysAgo)],
+      );
+    }
+    const job = maintenance(t.db, {
+      intervalMs: 0,
+      batchSize: 1,
+      checkpointEvery: 1_000_000,
+      webhookRetentionDays: 30,
+      chainOperationRetentionDays: 7,
+      now: () => clock,
+    });
+    // Seven days of paid operations, a day more: the days 9 and 20 back are final, 8 is not.
+    const pass = await job.pass();
+    assert.ok(pass.senderDaysForgotten >= 4, JSON.stringify(pass));
+    const days = await t.db.query<{ day: string; n: number }>(
+      `SELECT day::text, count(*)::int AS n FROM rollup_project_sender_days WHERE project_id = $1
+       GROUP BY day ORDER BY day`,
+      [p.projectId],
+    );
+    assert.deepEqual(days, [
+      { day: dayOf(8), n: 2 },
+      { day: dayOf(1), n: 2 },
+    ]);
+    const actives = await t.db.query<{ n: number }>(
+      "SELECT active_senders::int AS n FROM rollup_project_days WHERE project_id = $1 ORDER BY day",
+      [p.projectId],
+    );
+    assert.deepEqual(
+      actives.map((r) => r.n),
+      [2, 2, 2, 2],
+      "the days' active senders are untouched",
+    );
+    assert.equal((await job.pass()).senderDaysForgotten, 0, "nothing more to forget");
+  });
+});

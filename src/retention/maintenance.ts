@@ -4,6 +4,7 @@ import { checkpointDueProjects } from "../ledger/checkpoints.ts";
 import { foldOldChainOperations } from "./chain-operations.ts";
 import { forgetOldRefusals } from "./refusals.ts";
 import { forgetExpiredReplays } from "./replays.ts";
+import { forgetOldSenderDays } from "./sender-days.ts";
 import { forgetFinishedDeliveries, forgetOldEvents, type OutboxPosition } from "./webhooks.ts";
 
 export interface MaintenanceOptions {
@@ -44,6 +45,8 @@ export interface MaintenancePass {
   refusalsRemoved: number;
   /** Paid operations folded into their paymaster's totals. */
   chainOperationsFolded: number;
+  /** Per-sender day counts of days that are final removed (retention/sender-days.ts). */
+  senderDaysForgotten: number;
   checkpointed: string[];
 }
 
@@ -52,7 +55,9 @@ export interface MaintenancePass {
  * forgotten (retention/replays.ts), finished webhook deliveries and old outbox events are removed
  * (retention/webhooks.ts), detailed refusals past REFUSAL_RETENTION_DAYS are removed
  * (retention/refusals.ts), paid operations past CHAIN_OPERATION_RETENTION_DAYS are folded into
- * their paymaster's totals (retention/chain-operations.ts), and ledger checkpoints are written (ledger/checkpoints.ts). Every
+ * their paymaster's totals (retention/chain-operations.ts), the per-sender day counts of days that
+ * are final are removed (retention/sender-days.ts), and ledger checkpoints are written
+ * (ledger/checkpoints.ts). Every
  * instance runs it; every part is safe to run side by side (SKIP LOCKED, and a table lock plus
  * a primary key), so no leader is needed.
  */
@@ -93,6 +98,9 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
     const chainOperationsFolded = await drain(() =>
       foldOldChainOperations(db, options.now(), options.chainOperationRetentionDays ?? 7, batchSize),
     );
+    const senderDaysForgotten = await drain(() =>
+      forgetOldSenderDays(db, options.now(), options.chainOperationRetentionDays ?? 7, batchSize),
+    );
     const { checkpointed, next } = await checkpointDueProjects(
       db,
       options.checkpointEvery,
@@ -106,6 +114,7 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
       eventsRemoved,
       refusalsRemoved,
       chainOperationsFolded,
+      senderDaysForgotten,
       checkpointed,
     };
   };
