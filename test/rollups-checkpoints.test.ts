@@ -218,10 +218,11 @@ describe("a checkpoint and the ledger's writers (PostgreSQL)", () => {
   /** A migrated schema of its own, a service on it, and a client of its own to watch pg_locks. */
   async function withSchema(
     run: (s: { db: Db; app: TestApp; watcher: pg.Client; url: string; schema: string }) => Promise<void>,
+    lockTimeoutMs?: number,
   ) {
     const url = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
     const schema = `t_${randomBytes(6).toString("hex")}`;
-    const db = await openPostgres({ url, schema });
+    const db = await openPostgres({ url, schema, ...(lockTimeoutMs ? { lockTimeoutMs } : {}) });
     await migrate(db);
     const app = await startTestApp({ db: { db, schema, drop: async () => {} } });
     const watcher = new pg.Client({ connectionString: url });
@@ -314,5 +315,31 @@ describe("a checkpoint and the ledger's writers (PostgreSQL)", () => {
       const [report] = await parity(db, [p.projectId]);
       assert.deepEqual([report!.ledgerBalance, report!.cachedBalance, report!.inSync], ["15", "15", true]);
     });
+  });
+
+  it("a project whose sum fails costs the others nothing: theirs are written, then the failure is thrown", async () => {
+    await withSchema(async ({ db, app, url, schema }) => {
+      const [a, b] = [await seedProject(app), await seedProject(app)];
+      for (const p of [a, b])
+        await creditDeposit(db, { projectId: p.projectId, reference: `f:${p.projectId}`, amountWei: 10n });
+      // Another transaction is writing the checkpoint `a` would write, and does not commit: `a`'s
+      // statement waits for it past the lock timeout.
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      try {
+        await holder.query("BEGIN");
+        await holder.query(
+          `INSERT INTO ${schema}.ledger_checkpoints (project_id, chain_id, last_entry_id, balance, entries)
+           SELECT project_id, chain_id, id, amount, 1 FROM ${schema}.ledger_entries WHERE project_id = $1`,
+          [a.projectId],
+        );
+        await assert.rejects(writeCheckpoints(db, [a.projectId, b.projectId]));
+      } finally {
+        await holder.query("ROLLBACK");
+        await holder.end();
+      }
+      const written = await db.query<{ project_id: string }>("SELECT project_id FROM ledger_checkpoints");
+      assert.deepEqual(written, [{ project_id: b.projectId }]);
+    }, 300);
   });
 });

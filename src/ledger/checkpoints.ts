@@ -75,51 +75,67 @@ export async function writeCheckpoints(db: Db, projectIds: string[]): Promise<st
     return { lastId: last?.id ?? null, tanks };
   });
   if (instant.lastId === null || instant.tanks.length === 0) return [];
-  const rows = await db.query<{ project_id: string }>(
-    `WITH tanks AS (
-       SELECT * FROM unnest($1::text[], $2::integer[], $3::numeric[]) AS k(project_id, chain_id, cached)
-     ), latest AS (
-       SELECT k.project_id, k.chain_id, k.cached, COALESCE(c.last_entry_id, 0) AS after_id,
-         COALESCE(c.balance, 0) AS balance, COALESCE(c.entries, 0) AS entries
-       FROM tanks k
-       LEFT JOIN LATERAL (SELECT last_entry_id, balance, entries FROM ledger_checkpoints
-         WHERE project_id = k.project_id AND chain_id = k.chain_id ORDER BY last_entry_id DESC LIMIT 1) c ON true
-     ), next AS (
-       SELECT l.project_id, l.chain_id, l.cached, t.last_id, l.balance + t.amount AS balance, l.entries + t.n AS entries
-       FROM latest l, LATERAL (SELECT max(e.id) AS last_id, COALESCE(sum(e.amount), 0) AS amount, count(*) AS n
-         FROM ledger_entries e
-         WHERE ${projectIdsAbove("l.project_id", "l.after_id", { project: "e.project_id", id: "e.id" }, "$4::bigint")}
-           AND e.project_id = l.project_id AND e.chain_id = l.chain_id) t
-       WHERE t.last_id IS NOT NULL
-     )
-     INSERT INTO ledger_checkpoints (project_id, chain_id, last_entry_id, balance, entries)
-     SELECT project_id, chain_id, last_id, balance, entries FROM next WHERE balance = cached
-     ON CONFLICT (project_id, last_entry_id) DO NOTHING
-     RETURNING project_id`,
-    [
-      instant.tanks.map((t) => t.project_id),
-      instant.tanks.map((t) => t.chain_id),
-      instant.tanks.map((t) => t.cached),
-      instant.lastId,
-    ],
-  );
-  return [...new Set(rows.map((r) => r.project_id))];
+  // One statement per project, so that one whose sum fails (its tail outlasting the statement
+  // timeout) costs the others nothing; the first failure is thrown once the rest are written.
+  const checkpointed: string[] = [];
+  let failure: unknown = null;
+  for (const projectId of new Set(instant.tanks.map((t) => t.project_id))) {
+    const tanks = instant.tanks.filter((t) => t.project_id === projectId);
+    try {
+      const rows = await db.query<{ project_id: string }>(
+        `WITH tanks AS (
+           SELECT * FROM unnest($1::text[], $2::integer[], $3::numeric[]) AS k(project_id, chain_id, cached)
+         ), latest AS (
+           SELECT k.project_id, k.chain_id, k.cached, COALESCE(c.last_entry_id, 0) AS after_id,
+             COALESCE(c.balance, 0) AS balance, COALESCE(c.entries, 0) AS entries
+           FROM tanks k
+           LEFT JOIN LATERAL (SELECT last_entry_id, balance, entries FROM ledger_checkpoints
+             WHERE project_id = k.project_id AND chain_id = k.chain_id ORDER BY last_entry_id DESC LIMIT 1) c ON true
+         ), next AS (
+           SELECT l.project_id, l.chain_id, l.cached, t.last_id, l.balance + t.amount AS balance, l.entries + t.n AS entries
+           FROM latest l, LATERAL (SELECT max(e.id) AS last_id, COALESCE(sum(e.amount), 0) AS amount, count(*) AS n
+             FROM ledger_entries e
+             WHERE ${projectIdsAbove("l.project_id", "l.after_id", { project: "e.project_id", id: "e.id" }, "$4::bigint")}
+               AND e.project_id = l.project_id AND e.chain_id = l.chain_id) t
+           WHERE t.last_id IS NOT NULL
+         )
+         INSERT INTO ledger_checkpoints (project_id, chain_id, last_entry_id, balance, entries)
+         SELECT project_id, chain_id, last_id, balance, entries FROM next WHERE balance = cached
+         ON CONFLICT (project_id, last_entry_id) DO NOTHING
+         RETURNING project_id`,
+        [
+          tanks.map((t) => t.project_id),
+          tanks.map((t) => t.chain_id),
+          tanks.map((t) => t.cached),
+          instant.lastId,
+        ],
+      );
+      if (rows.length > 0) checkpointed.push(projectId);
+    } catch (err) {
+      failure ??= err;
+    }
+  }
+  if (failure !== null) throw failure;
+  return checkpointed;
 }
 
 /**
  * One pass: checkpoints up to `limit` due projects, in id order from after `after`, and says
  * where the next pass goes on: after the last project it took when it was full, else from the
- * start. A project whose cache drifted stays due and gets no checkpoint; without the walk, 50 of
- * them first in id order would have taken every pass's places, and no other project would ever
- * have been checkpointed again.
+ * start (also handed to `onNext` before the checkpoints are written, so that a pass that fails
+ * moves the walk on as well). A project whose cache drifted stays due and gets no checkpoint;
+ * without the walk, 50 of them first in id order would have taken every pass's places, and no
+ * other project would ever have been checkpointed again.
  */
 export async function checkpointDueProjects(
   db: Db,
   every: number,
   limit: number,
   after = "",
+  onNext?: (next: string) => void,
 ): Promise<{ checkpointed: string[]; next: string }> {
   const due = await projectsDueForCheckpoint(db, every, limit, after);
-  const checkpointed = await writeCheckpoints(db, due);
-  return { checkpointed, next: due.length === limit ? due.at(-1)! : "" };
+  const next = due.length === limit ? due.at(-1)! : "";
+  onNext?.(next);
+  return { checkpointed: await writeCheckpoints(db, due), next };
 }

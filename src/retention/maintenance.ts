@@ -101,13 +101,15 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
     const senderDaysForgotten = await drain(() =>
       forgetOldSenderDays(db, options.now(), options.chainOperationRetentionDays ?? 7, batchSize),
     );
-    const { checkpointed, next } = await checkpointDueProjects(
+    const { checkpointed } = await checkpointDueProjects(
       db,
       options.checkpointEvery,
       CHECKPOINT_PROJECTS_PER_PASS,
       checkpointPosition,
+      (next) => {
+        checkpointPosition = next;
+      },
     );
-    checkpointPosition = next;
     return {
       forgotten,
       deliveriesRemoved,
