@@ -276,11 +276,12 @@ async function seed(db: Db, laneProjects: string[], runId: string) {
  * writeCheckpoints over all their projects (as the maintenance job writes those due), and every
  * lane then goes on with its tail. Each lane's call answers how long the checkpoint took, in ms.
  *
- * A lane must not checkpoint alone while the others still write. The checkpoint takes a SHARE lock
- * on ledger_entries, which holds back every writer until it commits, and here it sums a whole
- * history, millions of entries (the service's job checkpoints every 10,000, so its lock is short):
- * a 5-million run in two lanes (2026-11-30) lost 72 minutes of seeding at 4.9 million when one
- * lane's checkpoint outlasted the other lane's lock_timeout.
+ * A lane used to checkpoint alone while the others still wrote. The checkpoint then summed a whole
+ * history, millions of entries, under its SHARE lock on ledger_entries (the service's job
+ * checkpoints every 10,000, so its lock was short), and a 5-million run in two lanes (2026-11-30)
+ * lost 72 minutes of seeding at 4.9 million when one lane's checkpoint outlasted the other lane's
+ * lock_timeout. The sums now run after the lock (ledger/checkpoints.ts), and the lanes still write
+ * their first checkpoint together, as the maintenance job writes the projects that are due.
  */
 function checkpointBarrier(db: Db, projects: string[]): () => Promise<number> {
   let arrived = 0;

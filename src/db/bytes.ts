@@ -48,8 +48,8 @@ export const projectKey = (project: string) => `('x' || left(md5(${project}), 16
  * - The planner estimates a row comparison from its first column alone (`key > K`, `key <= K`):
  *   with two projects holding most of the entries, about a quarter of the table for a key that
  *   falls between theirs. A report of 22 projects was then costed high enough for JIT
- *   compilation (528 functions, 0.3-1.7 s), which the service's sessions do not use
- *   (db/postgres.ts); executed, the same plan takes 17 ms.
+ *   compilation (528 functions, 0.25-3.2 s), which the service's sessions do not use
+ *   (db/postgres.ts); executed without it, the same plan takes 12-17 ms.
  */
 export const projectIdsAbove = (
   project: string,

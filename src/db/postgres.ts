@@ -26,8 +26,9 @@ export interface PostgresOptions {
  * off for a long scan, and the service runs short index reads: it only fires when the planner
  * misjudges one as long (the cost is past jit_above_cost), and then costs more than the read. A
  * parity report over 22 projects whose row-comparison ranges were estimated at a quarter of the
- * ledger each compiled 528 functions: 0.3 s at 1 million entries, 1.2-1.8 s at 2.5 million,
- * against 17 ms for the same plan without JIT (bench/results-2026-11-30-parity-jit.txt).
+ * ledger each compiled 528 functions: 0.25-0.4 s at 1 million entries, 2.8-3.2 s at 2.5 million
+ * (with inlining and optimization), against 12-17 ms for the same plan without JIT
+ * (bench/results-2026-11-30-parity-jit.txt, bench/results-2026-11-30-scale-2500k-jit-off.txt).
  */
 export const SESSION_OPTIONS = "-c jit=off";
 

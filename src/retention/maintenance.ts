@@ -57,9 +57,8 @@ export interface MaintenancePass {
  * (retention/refusals.ts), paid operations past CHAIN_OPERATION_RETENTION_DAYS are folded into
  * their paymaster's totals (retention/chain-operations.ts), the per-sender day counts of days that
  * are final are removed (retention/sender-days.ts), and ledger checkpoints are written
- * (ledger/checkpoints.ts). Every
- * instance runs it; every part is safe to run side by side (SKIP LOCKED, and a table lock plus
- * a primary key), so no leader is needed.
+ * (ledger/checkpoints.ts). Every instance runs it; every part is safe to run side by side (SKIP
+ * LOCKED, and a table lock plus a primary key), so no leader is needed.
  */
 export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
   const { batchSize, webhookRetentionDays } = options;
