@@ -9,6 +9,7 @@ import type { PaymasterGasLimits } from "../../src/paymaster/gas.ts";
 import type { DevChain } from "./chain/anvil.ts";
 import type { DevnetStack } from "./chain/devnet.ts";
 import {
+  getAccountNonce,
   handleOps,
   type SponsoredOpParams,
   simulateHandleOps,
@@ -86,18 +87,44 @@ export async function prefundTooLowGas(p: PrefundTooLowParams): Promise<UserOpGa
       ])) === undefined
     );
   });
-  const callGasLimit = await smallestAccepted(1_000n, 1_000_000n, async (limit) => {
-    const snapshot = await chain.testClient.snapshot();
-    try {
+  const sender = p.sender;
+  const nonceBefore = await getAccountNonce(chain.publicClient, stack.entryPoint, sender);
+  const callGasLimit = await smallestAccepted(1_000n, 1_000_000n, (limit) =>
+    rolledBack(chain, async () => {
       const gas = { ...p.gas, verificationGasLimit, callGasLimit: limit };
       const op = await sponsoredUserOp({ ...p, gas });
       const { logs } = await handleOps(chain.publicClient, bundler, stack.entryPoint, [op.userOp]);
       const reverted = parseEventLogs({ abi: entryPoint07Abi, logs, eventName: "UserOperationRevertReason" });
       const tooLow = parseEventLogs({ abi: entryPoint07Abi, logs, eventName: "UserOperationPrefundTooLow" });
       return tooLow.length > 0 || reverted.some((log) => log.args.revertReason !== "0x");
-    } finally {
-      await chain.testClient.revert({ id: snapshot });
-    }
-  });
+    }),
+  );
+  const nonceAfter = await getAccountNonce(chain.publicClient, stack.entryPoint, sender);
+  if (nonceAfter !== nonceBefore) {
+    throw new Error(`the probes left ${sender}'s nonce at ${nonceAfter}, not ${nonceBefore}`);
+  }
   return { ...p.gas, verificationGasLimit, callGasLimit };
+}
+
+/**
+ * Runs `probe` inside an anvil snapshot and reverts to it, whether the probe returned or threw.
+ * viem's revert drops anvil's answer; a revert that did not happen would leave a probe's operation
+ * applied (the account's nonce used), and the caller's operation would fail later with AA25 and
+ * no word of why, so the answer is checked here.
+ */
+async function rolledBack<T>(chain: DevChain, probe: () => Promise<T>): Promise<T> {
+  const snapshot = await chain.testClient.snapshot();
+  const revert = async () => {
+    const reverted: unknown = await chain.testClient.request({ method: "evm_revert", params: [snapshot] });
+    if (reverted !== true) throw new Error(`anvil did not revert to snapshot ${snapshot}`);
+  };
+  let result: T;
+  try {
+    result = await probe();
+  } catch (err) {
+    await revert();
+    throw err;
+  }
+  await revert();
+  return result;
 }
