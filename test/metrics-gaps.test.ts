@@ -263,8 +263,11 @@ describe("the chain series from the first scrape", () => {
     );
   });
 
-  it("the fee reading's age: 0 when just read, +Inf when there is no reading", async () => {
-    assert.equal((await scrape()).value("gss_fee_reading_age_seconds", { chain_id: CHAIN }), 0);
+  it("the fee reading's age: about 0 when just read, +Inf when there is no reading", async () => {
+    // The fixed oracle reads its clock when asked and the gauge reads its own just after: a
+    // millisecond may pass in between (a CI run saw 0.001).
+    const age = (await scrape()).value("gss_fee_reading_age_seconds", { chain_id: CHAIN });
+    assert.ok(age !== undefined && age >= 0 && age < 1, `a reading just made is ${age} s old`);
     fees.set(null);
     try {
       assert.equal(
