@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
+import { applyEffects, reorgEpoch, StaleRangeError } from "../src/chains/applied-blocks.ts";
 import type { Queryable } from "../src/db/db.ts";
+import { migrate } from "../src/db/migrate.ts";
+import { openPostgres } from "../src/db/postgres.ts";
 import { recordOperation } from "../src/settlement/store.ts";
 import {
   authorizeMint,
@@ -154,5 +160,88 @@ describe("recording a paid operation", () => {
       [authId],
     );
     assert.equal(settles!.n, 1);
+  });
+});
+
+describe("a settled operation's round trips", () => {
+  it("recording one charged operation is four statements: seen, its sponsorship, the charge, its row", async () => {
+    const { p, authId } = await authorized();
+    const before = await balanceOf(p.projectId);
+    const statements: string[] = [];
+    const recorded = await t.db.transaction((tx) => {
+      const counting: Queryable = {
+        query: (text, values, name) => {
+          statements.push(text.trim().split(/\s+/).slice(0, 2).join(" "));
+          return tx.query(text, values, name);
+        },
+      };
+      return recordOperation(counting, 14601, TEST_PAYMASTER, paid(authId));
+    });
+    assert.equal(recorded.billing?.kind, "charged");
+    // The sponsorship marked, the tank's entry, the day's count and the policy windows were four
+    // statements of their own before db/functions/settle_sponsorship.sql.
+    assert.deepEqual(statements, [
+      "SELECT 1",
+      "SELECT project_id,",
+      "SELECT settle_sponsorship($1,",
+      "INSERT INTO",
+    ]);
+    const [s] = await t.db.query<{ max: string; status: string; cost: string }>(
+      `SELECT max_gas_cost::text AS max, status, actual_gas_cost::text AS cost FROM sponsorships
+       WHERE auth_id = decode(substr($1, 3), 'hex')`,
+      [authId],
+    );
+    assert.deepEqual({ status: s!.status, cost: s!.cost }, { status: "success", cost: "1000000" });
+    assert.equal(await balanceOf(p.projectId), before + BigInt(s!.max) - 1_000_000n);
+  });
+});
+
+describe("a range applied while its watcher's reorganisation is recorded (PostgreSQL)", () => {
+  it("waits for the watcher's lock, then sees the reorganisation and applies nothing", async () => {
+    const url = process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
+    const schema = `t_${randomBytes(6).toString("hex")}`;
+    const db = await openPostgres({ url, schema });
+    const holder = new pg.Client({ connectionString: url, options: `-c search_path=${schema}` });
+    try {
+      await migrate(db);
+      await holder.connect();
+      const epoch = await reorgEpoch(db, 14601, "settlement");
+      // What recordReorg does, held open: the exclusive lock, then the reorganisation's row.
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock(14601, hashtext('settlement'))");
+      await holder.query(
+        `INSERT INTO chain_reorgs (chain_id, watcher, fork_block, depth, orphaned, beyond_memory)
+         VALUES (14601, 'settlement', 10, 1, $1::jsonb, false)`,
+        [JSON.stringify([{ number: "11", hash: `0x${"ab".repeat(32)}` }])],
+      );
+      let applied = false;
+      const applying = applyEffects(
+        db,
+        { chainId: 14601, watcher: "settlement", epoch },
+        [{ number: 12n, hash: `0x${"cd".repeat(32)}` }],
+        async () => {
+          applied = true;
+        },
+      );
+      void applying.catch(() => {});
+      // The range waits for the shared lock while the reorganisation is being recorded.
+      for (let i = 0; i < 100; i++) {
+        const { rows } = await holder.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        );
+        if (rows[0]!.n > 0) break;
+        await sleep(20);
+      }
+      assert.equal(applied, false);
+      await holder.query("COMMIT");
+      // Its epoch is read after the lock is granted, so it sees the reorganisation committed
+      // meanwhile (db/functions/watcher_epoch_locked.sql: the read is a statement of its own).
+      await assert.rejects(applying, StaleRangeError);
+      assert.equal(applied, false);
+    } finally {
+      await holder.end().catch(() => {});
+      await db.query(`DROP SCHEMA ${schema} CASCADE`);
+      await db.close();
+    }
   });
 });

@@ -136,6 +136,7 @@ export async function remember(
      ON CONFLICT (chain_id, watcher, block_number) DO UPDATE SET applied_at = now()
      RETURNING block_number::text, block_hash`,
     [chainId, watcher, [...unique.keys()].map(String), [...unique.values()]],
+    "watcher-remember",
   );
   for (const r of rows) {
     if (r.block_hash !== unique.get(BigInt(r.block_number)))
@@ -147,6 +148,7 @@ export async function remember(
     `DELETE FROM chain_applied_blocks WHERE chain_id = $1 AND watcher = $2 AND block_number <
        (SELECT max(block_number) FROM chain_applied_blocks WHERE chain_id = $1 AND watcher = $2) - $3::bigint`,
     [chainId, watcher, retain.toString()],
+    "watcher-forget",
   );
 }
 
@@ -264,17 +266,12 @@ export async function locateFork(
 // Epochs: a range read before a reorganisation was recorded or reconciled is not applied
 
 /**
- * Serialises recording and reconciling (exclusive) against applying ranges (shared), per watcher.
- * An advisory lock with two int4 keys, which never meets the migration lock's single bigint key.
+ * Serialises recording and reconciling (exclusive) against applying ranges (shared, taken by
+ * assertEpoch through db/functions/watcher_epoch_locked.sql), per watcher. An advisory lock with
+ * two int4 keys, which never meets the migration lock's single bigint key.
  */
-async function lockWatcher(
-  tx: Queryable,
-  chainId: number,
-  watcher: WatcherName,
-  mode: "shared" | "exclusive",
-) {
-  const fn = mode === "shared" ? "pg_advisory_xact_lock_shared" : "pg_advisory_xact_lock";
-  await tx.query(`SELECT ${fn}($1::int, hashtext($2))`, [chainId, watcher]);
+async function lockWatcher(tx: Queryable, chainId: number, watcher: WatcherName) {
+  await tx.query("SELECT pg_advisory_xact_lock($1::int, hashtext($2))", [chainId, watcher]);
 }
 
 /** Changes whenever a reorganisation of the watcher is recorded or reconciled. */
@@ -289,8 +286,13 @@ export async function reorgEpoch(q: Queryable, chainId: number, watcher: Watcher
 
 /** Inside a transaction: refuses (StaleRangeError) when the epoch moved since the range was read. */
 export async function assertEpoch(tx: Queryable, chainId: number, watcher: WatcherName, epoch: bigint) {
-  await lockWatcher(tx, chainId, watcher, "shared");
-  const now = await reorgEpoch(tx, chainId, watcher);
+  // The shared lock and the epoch read after it, in one call (db/functions/watcher_epoch_locked.sql).
+  const [row] = await tx.query<{ epoch: string }>(
+    "SELECT watcher_epoch_locked($1::integer, $2)::text AS epoch",
+    [chainId, watcher],
+    "watcher-epoch",
+  );
+  const now = BigInt(row!.epoch);
   if (now !== epoch)
     throw new StaleRangeError(
       `a reorganisation was recorded or reconciled since the range was read (epoch ${epoch} → ${now})`,
@@ -404,7 +406,7 @@ export async function recordReorg(
 ): Promise<ChainReorg | null> {
   assert.ok(reorg.orphaned.length > 0 && reorg.depth > 0n, "a reorganisation orphans at least one block");
   const recorded = await db.transaction(async (tx) => {
-    await lockWatcher(tx, chainId, watcher, "exclusive");
+    await lockWatcher(tx, chainId, watcher);
     const open = await openReorg(tx, chainId, watcher);
     if (open) return { reorg: open, created: false };
     const still = await tx.query<{ n: number }>(
@@ -470,7 +472,7 @@ export async function markReconciled(
   const { chainId, watcher } = reorg;
   const shortfallWei = summary.shortfalls.reduce((sum, s) => sum + s.shortfallWei, 0n);
   const done = await db.transaction(async (tx) => {
-    await lockWatcher(tx, chainId, watcher, "exclusive");
+    await lockWatcher(tx, chainId, watcher);
     const updated = await tx.query(
       `UPDATE chain_reorgs SET reconciled_at = now(), compensations = $2, compensated_wei = $3,
          shortfall_wei = $4, shortfalls = $5::jsonb

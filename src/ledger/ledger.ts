@@ -241,6 +241,7 @@ export async function billOperation(tx: Queryable, op: PaidOperation): Promise<B
        ((created_at AT TIME ZONE 'UTC')::date)::text AS day
      FROM sponsorships WHERE ${BY_AUTH_ID} FOR UPDATE`,
     [op.authId],
+    "settlement-sponsorship",
   );
   const row = rows[0];
   if (!row) return { kind: "unbilled", projectId: null, reason: "unknown_authorization" };
@@ -262,11 +263,13 @@ async function settlePending(
   // is reported rather than taken from money the studio did not set aside.
   const maxWei = BigInt(row.max_gas_cost);
   const billedWei = op.actualGasCostWei <= maxWei ? op.actualGasCostWei : maxWei;
-  await markSettled(tx, op, billedWei);
   const refund = maxWei - billedWei;
-  await move(tx, row.project_id, row.chain_id, "settle", refund, op.authId);
-  await giveBackDailyUsage(tx, row.project_id, row.chain_id, row.day, refund);
-  await adjustPolicyUsage(tx, op.authId, refund, 0);
+  await settleSponsorship(tx, op, billedWei, row, {
+    kind: "settle",
+    amountWei: refund,
+    dailyDeltaWei: -refund,
+    policy: { spentWei: refund, ops: 0 },
+  });
   const shortfall = billedWei < op.actualGasCostWei ? "cost_above_reservation" : null;
   return { kind: "charged", projectId: row.project_id, billedWei, late: false, shortfall };
 }
@@ -280,21 +283,54 @@ async function settleLate(
   const maxWei = BigInt(row.max_gas_cost);
   const due = op.actualGasCostWei <= maxWei ? op.actualGasCostWei : maxWei;
   const billedWei = due <= balanceWei ? due : balanceWei;
-  await markSettled(tx, op, billedWei);
-  await move(tx, row.project_id, row.chain_id, "late_settle", -billedWei, op.authId);
-  await adjustDailyUsage(tx, row.project_id, row.chain_id, row.day, billedWei);
-  // Its release gave the whole reservation back to the policy windows: count what was charged again.
-  await adjustPolicyUsage(tx, op.authId, -billedWei, -1);
+  await settleSponsorship(tx, op, billedWei, row, {
+    kind: "late_settle",
+    amountWei: -billedWei,
+    dailyDeltaWei: billedWei,
+    // Its release gave the whole reservation back to the policy windows: count what was charged again.
+    policy: { spentWei: -billedWei, ops: -1 },
+  });
   const shortfall = billedWei < op.actualGasCostWei ? "tank_short_after_release" : null;
   return { kind: "charged", projectId: row.project_id, billedWei, late: true, shortfall };
 }
 
-async function markSettled(tx: Queryable, op: PaidOperation, billedWei: bigint): Promise<void> {
+/**
+ * The charge's writes in one statement (db/functions/settle_sponsorship.sql): the sponsorship
+ * marked settled with what was billed, the tank's ledger entry, the day's cap count, the policy
+ * windows. Four statements before, each a round trip of the watcher's transaction per operation.
+ */
+async function settleSponsorship(
+  tx: Queryable,
+  op: PaidOperation,
+  billedWei: bigint,
+  row: { project_id: string; chain_id: number; day: string },
+  moves: {
+    kind: "settle" | "late_settle";
+    amountWei: bigint;
+    dailyDeltaWei: bigint;
+    policy: { spentWei: bigint; ops: number };
+  },
+): Promise<void> {
   await tx.query(
-    `UPDATE sponsorships SET status = $2, actual_gas = $3, actual_gas_cost = $4,
-       tx_hash = ${bytes("$5")}, user_op_hash = ${bytes("$6")}, settled_at = now()
-     WHERE ${BY_AUTH_ID}`,
-    [op.authId, op.outcome, op.actualGasUsed.toString(), billedWei.toString(), op.txHash, op.userOpHash],
+    `SELECT settle_sponsorship($1, $2, $3::numeric, $4::numeric, $5, $6, $7, $8::integer, $9, $10::numeric,
+       $11::date, $12::numeric, $13::numeric, $14::bigint)`,
+    [
+      op.authId,
+      op.outcome,
+      op.actualGasUsed.toString(),
+      billedWei.toString(),
+      op.txHash,
+      op.userOpHash,
+      row.project_id,
+      row.chain_id,
+      moves.kind,
+      moves.amountWei.toString(),
+      row.day,
+      moves.dailyDeltaWei.toString(),
+      moves.policy.spentWei.toString(),
+      moves.policy.ops,
+    ],
+    "settlement-charge",
   );
 }
 

@@ -37,6 +37,7 @@ export async function recordOperation(
      SELECT 1 FROM chain_operation_totals
        WHERE chain_id = $1 AND paymaster = ${bytes("$4")} AND through_block >= $5`,
     [...key, paymaster, op.blockNumber.toString()],
+    "settlement-seen",
   );
   if (seen.length > 0) return { op, billing: null, unbilledWei: 0n, reason: null };
   const billing: Billing = op.authId
@@ -78,6 +79,7 @@ export async function recordOperation(
       reason,
       billing.projectId,
     ],
+    "settlement-record",
   );
   if (inserted.length === 0) {
     // Another recorder committed the same log after the look above. Its billing locked the
