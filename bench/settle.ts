@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
-import { applyEffects, reorgEpoch } from "../src/chains/applied-blocks.ts";
-import { recordOperation } from "../src/settlement/store.ts";
+import { reorgEpoch } from "../src/chains/applied-blocks.ts";
+import type { ChainClient } from "../src/chains/rpc.ts";
+import { APPLY_CONCURRENCY, settlementWatcher } from "../src/settlement/watcher.ts";
 import {
   authorizeMint,
   fundedProject,
@@ -12,21 +13,23 @@ import {
 } from "../test/support/app.ts";
 
 /**
- * `npm run bench:settle`: how fast the settlement path records paid operations. SETTLE_OPS
- * (1,000) authorizations through the service (in process, as the tests run it), then each of them
- * recorded as the settlement watcher records an operation (settlement/watcher.ts apply): its own
- * transaction through applyEffects, the watcher's epoch, recordOperation, the block remembered.
- * Fifty operations a block, as a busy chain's block might carry. No chain: the operations are
- * made up the way the tests make them (test/support/app.ts paidOperation).
+ * `npm run bench:settle`: how fast the settlement watcher records paid operations. SETTLE_OPS
+ * (1,000) authorizations through the service (in process, as the tests run it), spread over
+ * SETTLE_PROJECTS projects (1), then recorded by the watcher's own `apply` (settlement/watcher.ts),
+ * a range of fifty operations at a time, each operation in its transaction, SETTLE_CONCURRENCY at
+ * once (the watcher's default, APPLY_CONCURRENCY). Fifty operations a block, as a busy chain's
+ * block might carry. No chain: the operations are made up the way the tests make them
+ * (test/support/app.ts paidOperation), and the watcher's RPC client is never called.
  *
- * The watcher settles a chain's operations one after another, so its rate is what one chain can
- * settle. Printed: operations a second, wall time per operation, and the CPU per operation of
+ * A chain has one settlement watcher, so its rate is what one chain can settle. Printed: operations a second, wall time per operation, and the CPU per operation of
  * the whole machine, of the PostgreSQL processes and of this process (Linux /proc; the service
  * runs in this process). Store: DATABASE_URL (a schema of its own, dropped afterwards), else
  * PGlite. It measures; it asserts nothing.
  */
 
 const ops = Number(process.env.SETTLE_OPS ?? 1_000);
+const projects = Number(process.env.SETTLE_PROJECTS ?? 1);
+const concurrency = Number(process.env.SETTLE_CONCURRENCY ?? APPLY_CONCURRENCY);
 const PER_BLOCK = 50;
 
 /** CPU time of the whole machine (all cores), of PostgreSQL's processes, of this one; ms. */
@@ -51,36 +54,49 @@ function cpu() {
 
 const t = await startTestApp();
 try {
-  const p = await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 20n);
+  const funded = [];
+  for (let k = 0; k < projects; k++) {
+    funded.push(await fundedProject(t, { target: MINT_TARGET, selector: MINT_SELECTOR }, 10n ** 20n));
+  }
   const authIds: string[] = [];
   for (let i = 0; i < ops; i++) {
-    const res = await authorizeMint(t, p);
+    const res = await authorizeMint(t, funded[i % projects]!);
     if (res.statusCode !== 200) throw new Error(`authorize answered ${res.statusCode}: ${res.body}`);
     authIds.push((res.json() as { authorizationId: string }).authorizationId);
   }
-  const scope = {
+  const watcher = settlementWatcher({
+    db: t.db,
+    client: {} as ChainClient,
     chainId: 14601,
-    watcher: "settlement" as const,
-    epoch: await reorgEpoch(t.db, 14601, "settlement"),
-  };
+    entryPoint: "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+    paymaster: TEST_PAYMASTER,
+    confirmations: 0,
+    applyConcurrency: concurrency,
+  });
+  const epoch = await reorgEpoch(t.db, 14601, "settlement");
   const before = cpu();
   const started = performance.now();
-  for (const [i, authId] of authIds.entries()) {
-    const blockNumber = 10_000n + BigInt(Math.floor(i / PER_BLOCK));
-    const op = {
-      ...paidOperation(authId, { blockNumber, logIndex: i % PER_BLOCK }),
-      blockHash: `0x${blockNumber.toString(16).padStart(64, "0")}` as const,
-    };
-    const recorded = await applyEffects(t.db, scope, [{ number: blockNumber, hash: op.blockHash }], (tx) =>
-      recordOperation(tx, 14601, TEST_PAYMASTER, op),
-    );
-    if (recorded.billing?.kind !== "charged") throw new Error(`operation ${i} was not charged`);
+  for (let from = 0; from < ops; from += PER_BLOCK) {
+    const blockNumber = 10_000n + BigInt(from / PER_BLOCK);
+    const blockHash = `0x${blockNumber.toString(16).padStart(64, "0")}` as const;
+    const range = authIds.slice(from, from + PER_BLOCK).map((authId, logIndex) => ({
+      ...paidOperation(authId, { blockNumber, logIndex }),
+      blockHash,
+    }));
+    const recorded = await watcher.apply({
+      fromBlock: blockNumber,
+      toBlock: blockNumber,
+      ops: range,
+      last: { number: blockNumber, hash: blockHash },
+      epoch,
+    });
+    if (recorded.some((r) => r.billing?.kind !== "charged")) throw new Error("an operation was not charged");
   }
   const ms = performance.now() - started;
   const after = cpu();
   const per = (x: number) => ((x * 1000) / ops).toFixed(0);
   console.log(
-    `bench:settle, ${t.db.kind === "postgres" ? "PostgreSQL" : "PGlite"}: ${ops.toLocaleString("en")} operations recorded in ${ms.toFixed(0)} ms, ` +
+    `bench:settle, ${t.db.kind === "postgres" ? "PostgreSQL" : "PGlite"}, ${projects} project${projects > 1 ? "s" : ""}, ${concurrency} at once: ${ops.toLocaleString("en")} operations recorded in ${ms.toFixed(0)} ms, ` +
       `${((ops * 1000) / ms).toFixed(0)} a second, ${per(ms)} µs each; CPU per operation: machine ${per(after.machine - before.machine)} µs, ` +
       `PostgreSQL ${per(after.postgres - before.postgres)} µs, this process ${per(after.own - before.own)} µs`,
   );

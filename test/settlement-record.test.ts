@@ -4,10 +4,12 @@ import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { applyEffects, reorgEpoch, StaleRangeError } from "../src/chains/applied-blocks.ts";
+import type { ChainClient } from "../src/chains/rpc.ts";
 import type { Queryable } from "../src/db/db.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { openPostgres } from "../src/db/postgres.ts";
 import { recordOperation } from "../src/settlement/store.ts";
+import { settlementWatcher } from "../src/settlement/watcher.ts";
 import {
   authorizeMint,
   fundedProject,
@@ -243,5 +245,106 @@ describe("a range applied while its watcher's reorganisation is recorded (Postgr
       await db.query(`DROP SCHEMA ${schema} CASCADE`);
       await db.close();
     }
+  });
+});
+
+describe("a range's operations recorded several at once (settlement/watcher.ts apply)", () => {
+  function watcherFor(counted: bigint[]) {
+    return settlementWatcher({
+      db: t.db,
+      // apply never reads the chain.
+      client: {} as ChainClient,
+      chainId: 14601,
+      entryPoint: "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+      paymaster: TEST_PAYMASTER,
+      confirmations: 0,
+      applyConcurrency: 4,
+      metrics: { operationSettled: (_chain, _outcome, wei) => counted.push(wei), reorgReconciled: () => {} },
+    });
+  }
+  const blockHash = (n: bigint) => `0x${n.toString(16).padStart(64, "0")}` as `0x${string}`;
+
+  it("charges each once, across projects, and answers in the range's order", async () => {
+    const projects = [await authorized(), await authorized()];
+    const authIds: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const res = await authorizeMint(t, projects[i % 2]!.p);
+      assert.equal(res.statusCode, 200, res.body);
+      authIds.push((res.json() as { authorizationId: string }).authorizationId);
+    }
+    const before = await Promise.all(projects.map(({ p }) => balanceOf(p.projectId)));
+    const block = 70_001n;
+    const ops = authIds.map((id, logIndex) => ({
+      ...paidOperation(id, { blockNumber: block, logIndex }),
+      blockHash: blockHash(block),
+    }));
+    const counted: bigint[] = [];
+    const w = watcherFor(counted);
+    const epoch = await reorgEpoch(t.db, 14601, "settlement");
+    const range = {
+      fromBlock: block,
+      toBlock: block,
+      ops,
+      last: { number: block, hash: blockHash(block) },
+      epoch,
+    };
+    const recorded = await w.apply(range);
+    assert.deepEqual(
+      recorded.map((r) => r.op),
+      ops,
+    );
+    assert.ok(recorded.every((r) => r.billing?.kind === "charged"));
+    assert.equal(counted.length, 12);
+    // Each tank got back all but 1,000,000 wei of each of its six reservations.
+    for (const [k, { p }] of projects.entries()) {
+      const [s] = await t.db.query<{ max: string }>(
+        "SELECT max_gas_cost::text AS max FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
+        [authIds[k]!],
+      );
+      assert.equal(await balanceOf(p.projectId), before[k]! + 6n * (BigInt(s!.max) - 1_000_000n));
+    }
+    // Read again: nothing is recorded or counted twice.
+    const again = await w.apply(range);
+    assert.ok(again.every((r) => r.billing === null));
+    assert.equal(counted.length, 12);
+  });
+
+  it("one that fails fails the range; those recorded meanwhile are counted once, and found recorded when it is read again", async () => {
+    const { p } = await authorized();
+    const authIds: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const res = await authorizeMint(t, p);
+      assert.equal(res.statusCode, 200, res.body);
+      authIds.push((res.json() as { authorizationId: string }).authorizationId);
+    }
+    const block = 70_101n;
+    const ops = authIds.map((id, logIndex) => ({
+      ...paidOperation(id, { blockNumber: block, logIndex }),
+      blockHash: blockHash(block),
+    }));
+    // The last one claims its block had another hash: remembering it fails (a range that is not one chain).
+    const bad = { ...ops[7]!, blockHash: `0x${"ee".repeat(32)}` as `0x${string}` };
+    const counted: bigint[] = [];
+    const w = watcherFor(counted);
+    const epoch = await reorgEpoch(t.db, 14601, "settlement");
+    const last = { number: block, hash: blockHash(block) };
+    await assert.rejects(
+      w.apply({ fromBlock: block, toBlock: block, ops: [...ops.slice(0, 7), bad], last, epoch }),
+      StaleRangeError,
+    );
+    const [row] = await t.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM chain_operations WHERE block_number = $1",
+      [block.toString()],
+    );
+    assert.ok(row!.n >= 1 && row!.n <= 7, `recorded before the failure: ${row!.n}`);
+    assert.equal(counted.length, row!.n, "each recorded operation counted as it was recorded");
+    const recorded = await w.apply({ fromBlock: block, toBlock: block, ops, last, epoch });
+    assert.equal(recorded.filter((r) => r.billing !== null).length, 8 - row!.n);
+    assert.equal(counted.length, 8);
+    const [all] = await t.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM chain_operations WHERE block_number = $1",
+      [block.toString()],
+    );
+    assert.equal(all!.n, 8);
   });
 });
