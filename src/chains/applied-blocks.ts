@@ -34,7 +34,8 @@
  *    and refuses the range if one differs from its logs (a reorganisation during the read).
  *
  * Retention: rows more than `retainBlocks` below a watcher's newest row are pruned on every
- * `remember` (default DEFAULT_RETAIN_BLOCKS, so at most that many rows per chain and watcher). A
+ * `remember` that prunes (each range's commit does; default DEFAULT_RETAIN_BLOCKS, so at most that
+ * many rows per chain and watcher, and a range's blocks more until its commit). A
  * reorganisation reaching below the window is still noticed when a remembered block inside it
  * changed, and is flagged `beyondMemory`; effects older than the window are no longer checked.
  * The window must be much larger than any range a watcher applies.
@@ -109,15 +110,17 @@ export class StaleRangeError extends Error {
 
 /**
  * Remembers that `watcher` applied these blocks, then prunes rows older than the retention
- * window. A block number already remembered under another hash means the chain changed under a
- * range being applied: that throws (rolling back the caller's transaction) instead of overwriting.
+ * window (unless `prune` is false: the settlement watcher prunes once per range, when its cursor
+ * moves, not in each operation's transaction). A block number already remembered under another
+ * hash means the chain changed under a range being applied: that throws (rolling back the
+ * caller's transaction) instead of overwriting.
  */
 export async function remember(
   q: Queryable,
   chainId: number,
   watcher: WatcherName,
   blocks: AppliedBlock[],
-  options: { retainBlocks?: bigint } = {},
+  options: { retainBlocks?: bigint; prune?: boolean } = {},
 ): Promise<void> {
   const retain = options.retainBlocks ?? DEFAULT_RETAIN_BLOCKS;
   assert.ok(retain > 0n, "the retention window must hold at least one block");
@@ -144,6 +147,7 @@ export async function remember(
         `block ${r.block_number} was applied as ${r.block_hash}, the range read has ${unique.get(BigInt(r.block_number))}`,
       );
   }
+  if (options.prune === false) return;
   await q.query(
     `DELETE FROM chain_applied_blocks WHERE chain_id = $1 AND watcher = $2 AND block_number <
        (SELECT max(block_number) FROM chain_applied_blocks WHERE chain_id = $1 AND watcher = $2) - $3::bigint`,
@@ -305,6 +309,8 @@ export interface WatcherScope {
   /** `reorgEpoch` taken before the range was read. */
   epoch: bigint;
   retainBlocks?: bigint;
+  /** Whether this transaction prunes the remembered blocks past the window (remember); default true. */
+  prune?: boolean;
 }
 
 /**
@@ -320,7 +326,10 @@ export async function applyEffects<T>(
   return db.transaction(async (tx) => {
     await assertEpoch(tx, scope.chainId, scope.watcher, scope.epoch);
     const result = await apply(tx);
-    await remember(tx, scope.chainId, scope.watcher, blocks, { retainBlocks: scope.retainBlocks });
+    await remember(tx, scope.chainId, scope.watcher, blocks, {
+      retainBlocks: scope.retainBlocks,
+      prune: scope.prune,
+    });
     return result;
   });
 }

@@ -168,7 +168,9 @@ export function settlementWatcher(options: SettlementWatcherOptions): Settlement
     },
 
     async apply(range) {
-      const scope = { chainId, watcher: name, epoch: range.epoch } as const;
+      // Each operation's transaction remembers its block; the remembered blocks past the window
+      // are pruned once, when the range's cursor moves (commit), not by every operation.
+      const scope = { chainId, watcher: name, epoch: range.epoch, prune: false } as const;
       // Each operation is reported as soon as it is recorded: should a later one fail, the range
       // is read again and what committed is found recorded, never counted or logged again.
       const report = (r: Recorded) => {
