@@ -1,15 +1,14 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { reorgEpoch } from "../src/chains/applied-blocks.ts";
-import type { ChainClient } from "../src/chains/rpc.ts";
-import { APPLY_CONCURRENCY, settlementWatcher } from "../src/settlement/watcher.ts";
+import { APPLY_CONCURRENCY } from "../src/settlement/watcher.ts";
 import {
   authorizeMint,
   fundedProject,
   MINT_SELECTOR,
   MINT_TARGET,
-  paidOperation,
+  paidBlock,
+  settlementWatcherOffChain,
   startTestApp,
-  TEST_PAYMASTER,
 } from "../test/support/app.ts";
 
 /**
@@ -19,7 +18,7 @@ import {
  * a range of fifty operations at a time, each operation in its transaction, SETTLE_CONCURRENCY at
  * once (the watcher's default, APPLY_CONCURRENCY). Fifty operations a block, as a busy chain's
  * block might carry. No chain: the operations are made up the way the tests make them
- * (test/support/app.ts paidOperation), and the watcher's RPC client is never called.
+ * (test/support/app.ts paidBlock), and the watcher's RPC client is never called.
  *
  * A chain has one settlement watcher, so its rate is what one chain can settle. Printed: operations a second, wall time per operation, and the CPU per operation of
  * the whole machine, of the PostgreSQL processes and of this process (Linux /proc; the service
@@ -64,32 +63,13 @@ try {
     if (res.statusCode !== 200) throw new Error(`authorize answered ${res.statusCode}: ${res.body}`);
     authIds.push((res.json() as { authorizationId: string }).authorizationId);
   }
-  const watcher = settlementWatcher({
-    db: t.db,
-    client: {} as ChainClient,
-    chainId: 14601,
-    entryPoint: "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
-    paymaster: TEST_PAYMASTER,
-    confirmations: 0,
-    applyConcurrency: concurrency,
-  });
+  const watcher = settlementWatcherOffChain(t, { applyConcurrency: concurrency });
   const epoch = await reorgEpoch(t.db, 14601, "settlement");
   const before = cpu();
   const started = performance.now();
   for (let from = 0; from < ops; from += PER_BLOCK) {
-    const blockNumber = 10_000n + BigInt(from / PER_BLOCK);
-    const blockHash = `0x${blockNumber.toString(16).padStart(64, "0")}` as const;
-    const range = authIds.slice(from, from + PER_BLOCK).map((authId, logIndex) => ({
-      ...paidOperation(authId, { blockNumber, logIndex }),
-      blockHash,
-    }));
-    const recorded = await watcher.apply({
-      fromBlock: blockNumber,
-      toBlock: blockNumber,
-      ops: range,
-      last: { number: blockNumber, hash: blockHash },
-      epoch,
-    });
+    const block = 10_000n + BigInt(from / PER_BLOCK);
+    const recorded = await watcher.apply(paidBlock(authIds.slice(from, from + PER_BLOCK), block, epoch));
     if (recorded.some((r) => r.billing?.kind !== "charged")) throw new Error("an operation was not charged");
   }
   const ms = performance.now() - started;

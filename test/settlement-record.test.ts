@@ -4,18 +4,18 @@ import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { applyEffects, reorgEpoch, StaleRangeError } from "../src/chains/applied-blocks.ts";
-import type { ChainClient } from "../src/chains/rpc.ts";
 import type { Queryable } from "../src/db/db.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { openPostgres } from "../src/db/postgres.ts";
 import { recordOperation } from "../src/settlement/store.ts";
-import { settlementWatcher } from "../src/settlement/watcher.ts";
 import {
   authorizeMint,
   fundedProject,
   MINT_SELECTOR,
   MINT_TARGET,
+  paidBlock,
   paidOperation,
+  settlementWatcherOffChain,
   startTestApp,
   TEST_PAYMASTER,
   type TestApp,
@@ -250,48 +250,35 @@ describe("a range applied while its watcher's reorganisation is recorded (Postgr
 
 describe("a range's operations recorded several at once (settlement/watcher.ts apply)", () => {
   function watcherFor(counted: bigint[]) {
-    return settlementWatcher({
-      db: t.db,
-      // apply never reads the chain.
-      client: {} as ChainClient,
-      chainId: 14601,
-      entryPoint: "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
-      paymaster: TEST_PAYMASTER,
-      confirmations: 0,
+    return settlementWatcherOffChain(t, {
       applyConcurrency: 4,
       metrics: { operationSettled: (_chain, _outcome, wei) => counted.push(wei), reorgReconciled: () => {} },
     });
   }
-  const blockHash = (n: bigint) => `0x${n.toString(16).padStart(64, "0")}` as `0x${string}`;
-
-  it("charges each once, across projects, and answers in the range's order", async () => {
-    const projects = [await authorized(), await authorized()];
+  async function authorizations(projects: { projectId: string; apiKey: string }[], n: number) {
     const authIds: string[] = [];
-    for (let i = 0; i < 12; i++) {
-      const res = await authorizeMint(t, projects[i % 2]!.p);
+    for (let i = 0; i < n; i++) {
+      const res = await authorizeMint(t, projects[i % projects.length]!);
       assert.equal(res.statusCode, 200, res.body);
       authIds.push((res.json() as { authorizationId: string }).authorizationId);
     }
+    return authIds;
+  }
+
+  it("charges each once, across projects, and answers in the range's order", async () => {
+    const projects = [await authorized(), await authorized()];
+    const authIds = await authorizations(
+      projects.map(({ p }) => p),
+      12,
+    );
     const before = await Promise.all(projects.map(({ p }) => balanceOf(p.projectId)));
-    const block = 70_001n;
-    const ops = authIds.map((id, logIndex) => ({
-      ...paidOperation(id, { blockNumber: block, logIndex }),
-      blockHash: blockHash(block),
-    }));
     const counted: bigint[] = [];
     const w = watcherFor(counted);
-    const epoch = await reorgEpoch(t.db, 14601, "settlement");
-    const range = {
-      fromBlock: block,
-      toBlock: block,
-      ops,
-      last: { number: block, hash: blockHash(block) },
-      epoch,
-    };
+    const range = paidBlock(authIds, 70_001n, await reorgEpoch(t.db, 14601, "settlement"));
     const recorded = await w.apply(range);
     assert.deepEqual(
       recorded.map((r) => r.op),
-      ops,
+      range.ops,
     );
     assert.ok(recorded.every((r) => r.billing?.kind === "charged"));
     assert.equal(counted.length, 12);
@@ -311,40 +298,26 @@ describe("a range's operations recorded several at once (settlement/watcher.ts a
 
   it("one that fails fails the range; those recorded meanwhile are counted once, and found recorded when it is read again", async () => {
     const { p } = await authorized();
-    const authIds: string[] = [];
-    for (let i = 0; i < 8; i++) {
-      const res = await authorizeMint(t, p);
-      assert.equal(res.statusCode, 200, res.body);
-      authIds.push((res.json() as { authorizationId: string }).authorizationId);
-    }
     const block = 70_101n;
-    const ops = authIds.map((id, logIndex) => ({
-      ...paidOperation(id, { blockNumber: block, logIndex }),
-      blockHash: blockHash(block),
-    }));
+    const range = paidBlock(await authorizations([p], 8), block, await reorgEpoch(t.db, 14601, "settlement"));
     // The last one claims its block had another hash: remembering it fails (a range that is not one chain).
-    const bad = { ...ops[7]!, blockHash: `0x${"ee".repeat(32)}` as `0x${string}` };
+    const bad = { ...range.ops[7]!, blockHash: `0x${"ee".repeat(32)}` as `0x${string}` };
     const counted: bigint[] = [];
     const w = watcherFor(counted);
-    const epoch = await reorgEpoch(t.db, 14601, "settlement");
-    const last = { number: block, hash: blockHash(block) };
-    await assert.rejects(
-      w.apply({ fromBlock: block, toBlock: block, ops: [...ops.slice(0, 7), bad], last, epoch }),
-      StaleRangeError,
-    );
-    const [row] = await t.db.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM chain_operations WHERE block_number = $1",
-      [block.toString()],
-    );
-    assert.ok(row!.n >= 1 && row!.n <= 7, `recorded before the failure: ${row!.n}`);
-    assert.equal(counted.length, row!.n, "each recorded operation counted as it was recorded");
-    const recorded = await w.apply({ fromBlock: block, toBlock: block, ops, last, epoch });
-    assert.equal(recorded.filter((r) => r.billing !== null).length, 8 - row!.n);
+    await assert.rejects(w.apply({ ...range, ops: [...range.ops.slice(0, 7), bad] }), StaleRangeError);
+    const recordedCount = async () => {
+      const [row] = await t.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM chain_operations WHERE block_number = $1",
+        [block.toString()],
+      );
+      return row!.n;
+    };
+    const first = await recordedCount();
+    assert.ok(first >= 1 && first <= 7, `recorded before the failure: ${first}`);
+    assert.equal(counted.length, first, "each recorded operation counted as it was recorded");
+    const recorded = await w.apply(range);
+    assert.equal(recorded.filter((r) => r.billing !== null).length, 8 - first);
     assert.equal(counted.length, 8);
-    const [all] = await t.db.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM chain_operations WHERE block_number = $1",
-      [block.toString()],
-    );
-    assert.equal(all!.n, 8);
+    assert.equal(await recordedCount(), 8);
   });
 });

@@ -13,6 +13,7 @@ import { IMPLEMENTATION_RULES } from "../../src/accounts/code/implementations.ts
 import type { SenderCodeResolver } from "../../src/accounts/code/resolve.ts";
 import { buildApp } from "../../src/app.ts";
 import { type FeeLevels, type FeeOracle, fixedFeeOracle } from "../../src/chains/fee-oracle.ts";
+import type { ChainClient } from "../../src/chains/rpc.ts";
 import { type Config, loadConfig } from "../../src/config.ts";
 import type { Services } from "../../src/context.ts";
 import type { Db } from "../../src/db/db.ts";
@@ -25,6 +26,12 @@ import { ZERO_HASH } from "../../src/paymaster/layout.ts";
 import { logOptions } from "../../src/process/log.ts";
 import { wireServices } from "../../src/services.ts";
 import type { ChainOperation } from "../../src/settlement/scan.ts";
+import {
+  type ScannedRange,
+  type SettlementWatcher,
+  type SettlementWatcherOptions,
+  settlementWatcher,
+} from "../../src/settlement/watcher.ts";
 import { assertEventsMatchRegistry } from "./events.ts";
 import { responseValidator } from "./openapi.ts";
 
@@ -608,4 +615,42 @@ export function paidOperation(
     actualGasUsed: 60_000n,
     actualGasCostWei: o.costWei ?? 1_000_000n,
   } as ChainOperation;
+}
+
+/**
+ * One block's range of made-up paid operations (paidOperation), one per authorization in log
+ * order, all with the block's hash, for a settlement watcher's `apply`.
+ */
+export function paidBlock(authIds: string[], blockNumber: bigint, epoch: bigint): ScannedRange {
+  const blockHash = `0x${blockNumber.toString(16).padStart(64, "0")}` as Hex;
+  const ops = authIds.map((authId, logIndex) => ({
+    ...paidOperation(authId, { blockNumber, logIndex }),
+    blockHash,
+  }));
+  return {
+    fromBlock: blockNumber,
+    toBlock: blockNumber,
+    ops,
+    last: { number: blockNumber, hash: blockHash },
+    epoch,
+  };
+}
+
+/**
+ * The test app's settlement watcher of chain 14601 and TEST_PAYMASTER, for ranges of made-up
+ * operations (paidBlock) given to its `apply`: its RPC client is never called.
+ */
+export function settlementWatcherOffChain(
+  t: Pick<TestApp, "db">,
+  options: Partial<SettlementWatcherOptions> = {},
+): SettlementWatcher {
+  return settlementWatcher({
+    db: t.db,
+    client: {} as ChainClient,
+    chainId: 14601,
+    entryPoint: "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+    paymaster: TEST_PAYMASTER,
+    confirmations: 0,
+    ...options,
+  });
 }
