@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { reorgEpoch } from "../src/chains/applied-blocks.ts";
+import { release } from "../src/ledger/ledger.ts";
 import { APPLY_CONCURRENCY } from "../src/settlement/watcher.ts";
 import {
   authorizeMint,
@@ -20,6 +21,9 @@ import {
  * block might carry. No chain: the operations are made up the way the tests make them
  * (test/support/app.ts paidBlock), and the watcher's RPC client is never called.
  *
+ * SETTLE_WHAT=release releases the reservations instead, one after another, as the watcher
+ * releases those whose window ended unused (settlement/watcher.ts releaseExpired).
+ *
  * A chain has one settlement watcher, so its rate is what one chain can settle. Printed: operations a second, wall time per operation, and the CPU per operation of
  * the whole machine, of the PostgreSQL processes and of this process (Linux /proc; the service
  * runs in this process). Store: DATABASE_URL (a schema of its own, dropped afterwards), else
@@ -29,6 +33,8 @@ import {
 const ops = Number(process.env.SETTLE_OPS ?? 1_000);
 const projects = Number(process.env.SETTLE_PROJECTS ?? 1);
 const concurrency = Number(process.env.SETTLE_CONCURRENCY ?? APPLY_CONCURRENCY);
+const what = process.env.SETTLE_WHAT ?? "record";
+if (what !== "record" && what !== "release") throw new Error("SETTLE_WHAT is record or release");
 const PER_BLOCK = 50;
 
 /** CPU time of the whole machine (all cores), of PostgreSQL's processes, of this one; ms. */
@@ -67,16 +73,22 @@ try {
   const epoch = await reorgEpoch(t.db, 14601, "settlement");
   const before = cpu();
   const started = performance.now();
-  for (let from = 0; from < ops; from += PER_BLOCK) {
-    const block = 10_000n + BigInt(from / PER_BLOCK);
-    const recorded = await watcher.apply(paidBlock(authIds.slice(from, from + PER_BLOCK), block, epoch));
-    if (recorded.some((r) => r.billing?.kind !== "charged")) throw new Error("an operation was not charged");
+  if (what === "release") {
+    for (const authId of authIds)
+      if (!(await release(t.db, authId))) throw new Error(`${authId} was not released`);
+  } else {
+    for (let from = 0; from < ops; from += PER_BLOCK) {
+      const block = 10_000n + BigInt(from / PER_BLOCK);
+      const recorded = await watcher.apply(paidBlock(authIds.slice(from, from + PER_BLOCK), block, epoch));
+      if (recorded.some((r) => r.billing?.kind !== "charged"))
+        throw new Error("an operation was not charged");
+    }
   }
   const ms = performance.now() - started;
   const after = cpu();
   const per = (x: number) => ((x * 1000) / ops).toFixed(0);
   console.log(
-    `bench:settle, ${t.db.kind === "postgres" ? "PostgreSQL" : "PGlite"}, ${projects} project${projects > 1 ? "s" : ""}, ${concurrency} at once: ${ops.toLocaleString("en")} operations recorded in ${ms.toFixed(0)} ms, ` +
+    `bench:settle, ${t.db.kind === "postgres" ? "PostgreSQL" : "PGlite"}, ${projects} project${projects > 1 ? "s" : ""}, ${what === "release" ? `releases one at a time: ${ops.toLocaleString("en")} reservations released in` : `${concurrency} at once: ${ops.toLocaleString("en")} operations recorded in`} ${ms.toFixed(0)} ms, ` +
       `${((ops * 1000) / ms).toFixed(0)} a second, ${per(ms)} µs each; CPU per operation: machine ${per(after.machine - before.machine)} µs, ` +
       `PostgreSQL ${per(after.postgres - before.postgres)} µs, this process ${per(after.own - before.own)} µs`,
   );

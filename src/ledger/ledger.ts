@@ -357,22 +357,18 @@ export async function reverseBilling(
   return true;
 }
 
-/** Releases a reservation whose window ended without the operation appearing. At most once. */
+/**
+ * Releases a reservation whose window ended without the operation appearing. At most once. One
+ * statement (db/functions/release_sponsorship.sql): the sponsorship marked expired, the
+ * reservation back to the tank, the day's count and the policy windows given back.
+ */
 export async function release(db: Db, authId: string): Promise<boolean> {
-  return db.transaction(async (tx) => {
-    const rows = await tx.query<{ project_id: string; chain_id: number; max_gas_cost: string; day: string }>(
-      `UPDATE sponsorships SET status = 'expired', settled_at = now()
-       WHERE ${BY_AUTH_ID} AND status = 'pending'
-       RETURNING project_id, chain_id, max_gas_cost::text, ((created_at AT TIME ZONE 'UTC')::date)::text AS day`,
-      [authId],
-    );
-    const row = rows[0];
-    if (!row) return false;
-    await move(tx, row.project_id, row.chain_id, "release", BigInt(row.max_gas_cost), authId);
-    await giveBackDailyUsage(tx, row.project_id, row.chain_id, row.day, BigInt(row.max_gas_cost));
-    await adjustPolicyUsage(tx, authId, BigInt(row.max_gas_cost), 1);
-    return true;
-  });
+  const [row] = await db.query<{ released: boolean }>(
+    "SELECT release_sponsorship($1) AS released",
+    [authId],
+    "settlement-release",
+  );
+  return row!.released;
 }
 
 /**
