@@ -4,9 +4,10 @@ import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { applyEffects, reorgEpoch, StaleRangeError } from "../src/chains/applied-blocks.ts";
-import type { Queryable } from "../src/db/db.ts";
+import type { Db, Queryable } from "../src/db/db.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { openPostgres } from "../src/db/postgres.ts";
+import { release } from "../src/ledger/ledger.ts";
 import { recordOperation } from "../src/settlement/store.ts";
 import {
   authorizeMint,
@@ -195,6 +196,33 @@ describe("a settled operation's round trips", () => {
     );
     assert.deepEqual({ status: s!.status, cost: s!.cost }, { status: "success", cost: "1000000" });
     assert.equal(await balanceOf(p.projectId), before + BigInt(s!.max) - 1_000_000n);
+  });
+});
+
+describe("a release's round trips", () => {
+  it("releasing an unused reservation is one statement, and gives the whole reservation back once", async () => {
+    const { p, authId } = await authorized();
+    const before = await balanceOf(p.projectId);
+    const statements: string[] = [];
+    const counting = {
+      ...t.db,
+      query: ((text: string, values?: unknown[], name?: string) => {
+        statements.push(text);
+        return t.db.query(text, values, name);
+      }) as Db["query"],
+    } as Db;
+    assert.equal(await release(counting, authId), true);
+    // BEGIN, the sponsorship marked expired, ledger_move, the day's count, the policy windows and
+    // COMMIT before db/functions/release_sponsorship.sql.
+    assert.deepEqual(statements, ["SELECT release_sponsorship($1) AS released"]);
+    const [s] = await t.db.query<{ max: string; status: string }>(
+      "SELECT max_gas_cost::text AS max, status FROM sponsorships WHERE auth_id = decode(substr($1, 3), 'hex')",
+      [authId],
+    );
+    assert.equal(s!.status, "expired");
+    assert.equal(await balanceOf(p.projectId), before + BigInt(s!.max));
+    assert.equal(await release(t.db, authId), false, "at most once");
+    assert.equal(await balanceOf(p.projectId), before + BigInt(s!.max));
   });
 });
 
