@@ -1,4 +1,3 @@
-import { readdirSync, readFileSync } from "node:fs";
 import { reorgEpoch } from "../src/chains/applied-blocks.ts";
 import { release } from "../src/ledger/ledger.ts";
 import { APPLY_CONCURRENCY } from "../src/settlement/watcher.ts";
@@ -11,6 +10,7 @@ import {
   settlementWatcherOffChain,
   startTestApp,
 } from "../test/support/app.ts";
+import { machineCpu, storeCpuSince, storeCpuSnapshot } from "./processes.ts";
 
 /**
  * `npm run bench:settle`: how fast the settlement watcher records paid operations. SETTLE_OPS
@@ -24,9 +24,10 @@ import {
  * SETTLE_WHAT=release releases the reservations instead, one after another, as the watcher
  * releases those whose window ended unused (settlement/watcher.ts releaseExpired).
  *
- * A chain has one settlement watcher, so its rate is what one chain can settle. Printed: operations a second, wall time per operation, and the CPU per operation of
- * the whole machine, of the PostgreSQL processes and of this process (Linux /proc; the service
- * runs in this process). Store: DATABASE_URL (a schema of its own, dropped afterwards), else
+ * A chain has one settlement watcher, so its rate is what one chain can settle. Printed:
+ * operations a second, wall time per operation, and the CPU per operation of the whole machine, of
+ * the local PostgreSQL and Redis processes and of this process (Linux /proc, bench/processes.ts;
+ * the service runs in this process). Store: DATABASE_URL (a schema of its own, dropped afterwards), else
  * PGlite. It measures; it asserts nothing.
  */
 
@@ -37,24 +38,10 @@ const what = process.env.SETTLE_WHAT ?? "record";
 if (what !== "record" && what !== "release") throw new Error("SETTLE_WHAT is record or release");
 const PER_BLOCK = 50;
 
-/** CPU time of the whole machine (all cores), of PostgreSQL's processes, of this one; ms. */
-function cpu() {
-  const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.split(/\s+/).slice(1).map(Number);
-  // user, nice, system, irq, softirq, steal: USER_HZ (100) ticks.
-  const machine = (fields[0]! + fields[1]! + fields[2]! + fields[5]! + fields[6]! + fields[7]!) * 10;
-  let postgres = 0;
-  for (const pid of readdirSync("/proc").filter((n) => /^\d+$/.test(n))) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (!stat.includes("(postgres)")) continue;
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      postgres += (Number(f[11]) + Number(f[12])) * 10;
-    } catch {
-      // Gone meanwhile.
-    }
-  }
+/** This process's CPU time so far, in ms (the service runs in it). */
+function ownCpuMs(): number {
   const own = process.cpuUsage();
-  return { machine, postgres, own: (own.user + own.system) / 1000 };
+  return (own.user + own.system) / 1000;
 }
 
 const t = await startTestApp();
@@ -71,7 +58,9 @@ try {
   }
   const watcher = settlementWatcherOffChain(t, { applyConcurrency: concurrency });
   const epoch = await reorgEpoch(t.db, 14601, "settlement");
-  const before = cpu();
+  const machineBefore = machineCpu().busyMs;
+  const storesBefore = storeCpuSnapshot();
+  const ownBefore = ownCpuMs();
   const started = performance.now();
   if (what === "release") {
     for (const authId of authIds)
@@ -85,12 +74,14 @@ try {
     }
   }
   const ms = performance.now() - started;
-  const after = cpu();
+  const machineMs = machineCpu().busyMs - machineBefore;
+  const storesMs = storeCpuSince(storesBefore);
+  const ownMs = ownCpuMs() - ownBefore;
   const per = (x: number) => ((x * 1000) / ops).toFixed(0);
   console.log(
     `bench:settle, ${t.db.kind === "postgres" ? "PostgreSQL" : "PGlite"}, ${projects} project${projects > 1 ? "s" : ""}, ${what === "release" ? `releases one at a time: ${ops.toLocaleString("en")} reservations released in` : `${concurrency} at once: ${ops.toLocaleString("en")} operations recorded in`} ${ms.toFixed(0)} ms, ` +
-      `${((ops * 1000) / ms).toFixed(0)} a second, ${per(ms)} µs each; CPU per operation: machine ${per(after.machine - before.machine)} µs, ` +
-      `PostgreSQL ${per(after.postgres - before.postgres)} µs, this process ${per(after.own - before.own)} µs`,
+      `${((ops * 1000) / ms).toFixed(0)} a second, ${per(ms)} µs each; CPU per operation: machine ${per(machineMs)} µs, ` +
+      `PostgreSQL + Redis ${per(storesMs)} µs, this process ${per(ownMs)} µs`,
   );
 } finally {
   await t.close();
