@@ -264,12 +264,7 @@ async function settlePending(
   const maxWei = BigInt(row.max_gas_cost);
   const billedWei = op.actualGasCostWei <= maxWei ? op.actualGasCostWei : maxWei;
   const refund = maxWei - billedWei;
-  await settleSponsorship(tx, op, billedWei, row, {
-    kind: "settle",
-    amountWei: refund,
-    dailyDeltaWei: -refund,
-    policy: { spentWei: refund, ops: 0 },
-  });
+  await settleSponsorship(tx, op, billedWei, row, { kind: "settle", amountWei: refund, policyOps: 0 });
   const shortfall = billedWei < op.actualGasCostWei ? "cost_above_reservation" : null;
   return { kind: "charged", projectId: row.project_id, billedWei, late: false, shortfall };
 }
@@ -283,12 +278,11 @@ async function settleLate(
   const maxWei = BigInt(row.max_gas_cost);
   const due = op.actualGasCostWei <= maxWei ? op.actualGasCostWei : maxWei;
   const billedWei = due <= balanceWei ? due : balanceWei;
+  // Its release gave the whole reservation back to the policy windows: count what was charged again.
   await settleSponsorship(tx, op, billedWei, row, {
     kind: "late_settle",
     amountWei: -billedWei,
-    dailyDeltaWei: billedWei,
-    // Its release gave the whole reservation back to the policy windows: count what was charged again.
-    policy: { spentWei: -billedWei, ops: -1 },
+    policyOps: -1,
   });
   const shortfall = billedWei < op.actualGasCostWei ? "tank_short_after_release" : null;
   return { kind: "charged", projectId: row.project_id, billedWei, late: true, shortfall };
@@ -296,24 +290,21 @@ async function settleLate(
 
 /**
  * The charge's writes in one statement (db/functions/settle_sponsorship.sql): the sponsorship
- * marked settled with what was billed, the tank's ledger entry, the day's cap count, the policy
- * windows. Four statements before, each a round trip of the watcher's transaction per operation.
+ * marked settled with what was billed, the tank's ledger entry of `amountWei` (what the tank gets
+ * back; negative takes), and the day's cap count and the policy windows' spend moved the other way
+ * by the same amount, the windows' operation counts by `policyOps`. Four statements before, each a
+ * round trip of the watcher's transaction per operation.
  */
 async function settleSponsorship(
   tx: Queryable,
   op: PaidOperation,
   billedWei: bigint,
   row: { project_id: string; chain_id: number; day: string },
-  moves: {
-    kind: "settle" | "late_settle";
-    amountWei: bigint;
-    dailyDeltaWei: bigint;
-    policy: { spentWei: bigint; ops: number };
-  },
+  moves: { kind: "settle" | "late_settle"; amountWei: bigint; policyOps: number },
 ): Promise<void> {
   await tx.query(
     `SELECT settle_sponsorship($1, $2, $3::numeric, $4::numeric, $5, $6, $7, $8::integer, $9, $10::numeric,
-       $11::date, $12::numeric, $13::numeric, $14::bigint)`,
+       $11::date, $12::bigint)`,
     [
       op.authId,
       op.outcome,
@@ -326,9 +317,7 @@ async function settleSponsorship(
       moves.kind,
       moves.amountWei.toString(),
       row.day,
-      moves.dailyDeltaWei.toString(),
-      moves.policy.spentWei.toString(),
-      moves.policy.ops,
+      moves.policyOps,
     ],
     "settlement-charge",
   );
