@@ -176,8 +176,35 @@ describe("the sponsorships' address indexes and the reads that need them", () =>
       });
       assert.match(plan, new RegExp(`\\b${index}\\b`), plan);
     }
-    // The SQL function that looks an id up writes the key as the helper does.
-    const adjust = read("functions/", "policy_usage_adjust.sql").replace(/\s+/g, " ");
-    assert.ok(adjust.includes(authIdKey("s.auth_id")), "policy_usage_adjust.sql keys s.auth_id");
+    // The functions that look an id up do it through the key's one definition: none writes the
+    // expression again (auth_id_key.sql holds it; the index's own, migration 048, is pinned above by
+    // the plan).
+    const lookups = sqlFiles("functions/").filter((f) => /\bauth_id_key\(/.test(read("functions/", f)));
+    assert.deepEqual(lookups.sort(), [
+      "auth_id_key.sql",
+      "policy_usage_adjust.sql",
+      "release_sponsorship.sql",
+      "settle_sponsorship.sql",
+    ]);
+    for (const file of sqlFiles("functions/").filter((f) => f !== "auth_id_key.sql")) {
+      assert.doesNotMatch(read("functions/", file), /encode\(substr\([^)]*,\s*1,\s*8\)/, file);
+    }
+  });
+
+  it("a lookup by authorization id inside the functions uses the index too (the key is inlined)", async () => {
+    // settle_sponsorship's statement, as plpgsql runs it: its parameter a generic one.
+    const plan = await store.db.transaction(async (tx) => {
+      await tx.query("SET LOCAL enable_seqscan = off");
+      await tx.query(
+        "PREPARE by_auth(bytea) AS SELECT id FROM sponsorships WHERE auth_id_key(auth_id) = auth_id_key($1) AND auth_id = $1",
+      );
+      await tx.query("SET LOCAL plan_cache_mode = force_generic_plan");
+      const rows = await tx.query<{ "QUERY PLAN": string }>(
+        `EXPLAIN EXECUTE by_auth('\\x${"cd".repeat(32)}')`,
+      );
+      await tx.query("DEALLOCATE by_auth");
+      return rows.map((r) => r["QUERY PLAN"]).join("\n");
+    });
+    assert.match(plan, /\bsponsorships_by_auth_key\b/, plan);
   });
 });

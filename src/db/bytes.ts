@@ -24,10 +24,11 @@ export const projectAddressKey = (project: string, address: string) =>
 
 /**
  * The 64-bit key of sponsorships' authorization-id index (migration 048): the first 8 bytes of the
- * id, as a bigint. `id` is the id's bytes (a bytea column, or `bytes("$1")`). Ids are random, and
- * a read compares the whole id as well.
+ * id, as a bigint, written once, in db/functions/auth_id_key.sql (the planner inlines it, so the
+ * index serves the lookup). `id` is the id's bytes (a bytea column, or `bytes("$1")`). Ids are
+ * random, and a read compares the whole id as well.
  */
-export const authIdKey = (id: string) => `('x' || encode(substr(${id}, 1, 8), 'hex'))::bit(64)::bigint`;
+export const authIdKey = (id: string) => `auth_id_key(${id})`;
 
 /**
  * The 64-bit key of ledger_entries' index by project (migration 048): the first 64 bits of the

@@ -9,9 +9,8 @@ BEGIN
   UPDATE policy_usage u
     SET spent = GREATEST(u.spent - p_spent, 0), ops = GREATEST(u.ops - p_ops, 0)
   FROM sponsorships s, jsonb_to_recordset(s.policy_usage) AS c(rule text, subject text, window_start timestamptz)
-  -- Through the index on the id's first 64 bits (migration 048, db/bytes.ts authIdKey).
-  WHERE ('x' || encode(substr(s.auth_id, 1, 8), 'hex'))::bit(64)::bigint
-      = ('x' || encode(substr(decode(substr(p_auth_id, 3), 'hex'), 1, 8), 'hex'))::bit(64)::bigint
+  -- Through the index on the id's first 64 bits (auth_id_key.sql).
+  WHERE auth_id_key(s.auth_id) = auth_id_key(decode(substr(p_auth_id, 3), 'hex'))
     AND s.auth_id = decode(substr(p_auth_id, 3), 'hex') AND s.policy_usage IS NOT NULL
     AND u.project_id = s.project_id AND u.rule_id = c.rule AND u.subject = c.subject
     AND u.chain_id = s.chain_id AND u.window_start = c.window_start;

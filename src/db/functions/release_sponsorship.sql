@@ -12,11 +12,9 @@ DECLARE
   v_amount numeric;
   v_day date;
 BEGIN
-  -- Through the index on the id's first 64 bits (migration 048, db/bytes.ts authIdKey).
+  -- Through the index on the id's first 64 bits (auth_id_key.sql).
   UPDATE sponsorships SET status = 'expired', settled_at = now()
-    WHERE ('x' || encode(substr(auth_id, 1, 8), 'hex'))::bit(64)::bigint
-        = ('x' || encode(substr(v_auth, 1, 8), 'hex'))::bit(64)::bigint
-      AND auth_id = v_auth AND status = 'pending'
+    WHERE auth_id_key(auth_id) = auth_id_key(v_auth) AND auth_id = v_auth AND status = 'pending'
     RETURNING project_id, chain_id, max_gas_cost, (created_at AT TIME ZONE 'UTC')::date
     INTO v_project, v_chain, v_amount, v_day;
   IF NOT FOUND THEN

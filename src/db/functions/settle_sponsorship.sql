@@ -24,13 +24,11 @@ RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   v_auth bytea := decode(substr(p_auth_id, 3), 'hex');
 BEGIN
-  -- Through the index on the id's first 64 bits (migration 048, db/bytes.ts authIdKey).
+  -- Through the index on the id's first 64 bits (auth_id_key.sql).
   UPDATE sponsorships SET status = p_outcome, actual_gas = p_gas_used, actual_gas_cost = p_billed,
       tx_hash = decode(substr(p_tx_hash, 3), 'hex'), user_op_hash = decode(substr(p_user_op_hash, 3), 'hex'),
       settled_at = now()
-    WHERE ('x' || encode(substr(auth_id, 1, 8), 'hex'))::bit(64)::bigint
-        = ('x' || encode(substr(v_auth, 1, 8), 'hex'))::bit(64)::bigint
-      AND auth_id = v_auth;
+    WHERE auth_id_key(auth_id) = auth_id_key(v_auth) AND auth_id = v_auth;
   PERFORM ledger_move(p_project, p_chain, p_kind, ARRAY[p_amount], ARRAY[p_auth_id]);
   IF p_amount <> 0 THEN
     PERFORM daily_usage_adjust(p_project, p_chain, p_day, -p_amount);
