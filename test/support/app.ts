@@ -641,14 +641,16 @@ export function paidBlock(authIds: string[], blockNumber: bigint, epoch: bigint)
  * operations (paidBlock) given to its `apply`: its RPC client is never called.
  */
 export function settlementWatcherOffChain(
-  t: Pick<TestApp, "db">,
+  t: Pick<TestApp, "db" | "config">,
   options: Partial<SettlementWatcherOptions> = {},
 ): SettlementWatcher {
+  const chain = t.config.chains.find((c) => c.chainId === 14601);
+  if (!chain) throw new Error("the test app serves chain 14601");
   return settlementWatcher({
     db: t.db,
     client: {} as ChainClient,
     chainId: 14601,
-    entryPoint: "0x0000000071727De22E5E9d8BAf0edAc6f37da032",
+    entryPoint: chain.entryPoint,
     paymaster: TEST_PAYMASTER,
     confirmations: 0,
     ...options,
