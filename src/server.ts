@@ -102,7 +102,8 @@ async function serve(config: Config, log: Logger, index: number | null) {
   // not while: their loading would take the event loop from the connection's retry schedule
   // (DB_CONNECT_TIMEOUT_SEC), and a loaded machine saw no retry at all within 2 s.
   const [{ wireServices }, { buildApp }] = await Promise.all([import("./services.ts"), import("./app.ts")]);
-  const store = await openStore(config, log, startup.signal);
+  // Embedded, PGlite gets a thread of its own: its statements no longer take the event loop.
+  const store = await openStore(config, log, startup.signal, { embeddedThread: true });
   const runsWatchers = index === null || index === 1;
   await migrateStore(store.db);
   const wired = await wireServices(config, store.db, { chainWatchers: true });

@@ -48,11 +48,17 @@ type StoreConfig = Pick<Config, "databaseUrl" | "dataDir" | "dbLockTimeoutMs" | 
 
 /**
  * Opens the store the configuration names. Embedded: takes DATA_DIR's lock first (one process
- * per data directory), then opens PGlite. PostgreSQL: connects, retrying with exponential backoff
+ * per data directory), then opens PGlite, on a thread of its own with `embeddedThread` (the
+ * server; the command-line tools keep it in theirs). PostgreSQL: connects, retrying with exponential backoff
  * for DB_CONNECT_TIMEOUT_SEC while the server is unreachable (it may be starting alongside this
  * service); errors that waiting will not fix (a wrong password, a missing database) fail at once.
  */
-export async function openStore(config: StoreConfig, log: Logger, abort?: AbortSignal): Promise<Store> {
+export async function openStore(
+  config: StoreConfig,
+  log: Logger,
+  abort?: AbortSignal,
+  options: { embeddedThread?: boolean } = {},
+): Promise<Store> {
   if (config.databaseUrl) {
     const db = await connectPostgres(config, log, abort);
     return { db, lock: null, close: () => db.close() };
@@ -73,7 +79,22 @@ export async function openStore(config: StoreConfig, log: Logger, abort?: AbortS
     }
   }
   try {
-    const db = await openDb(config);
+    const db = await openDb(
+      config,
+      options.embeddedThread
+        ? {
+            thread: {
+              // The store is gone for good: exit, so that whatever supervises the service starts it
+              // again (as when PGlite failed in the service's own thread, which ended the process).
+              onLost(err) {
+                log.fatal({ err: firstLine(err) }, "the embedded database's thread stopped");
+                lock?.release();
+                process.exit(EXIT_FAILURE);
+              },
+            },
+          }
+        : {},
+    );
     return {
       db,
       lock,
