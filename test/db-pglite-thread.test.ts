@@ -135,13 +135,15 @@ describe("PGlite on a thread of its own", () => {
 });
 
 describe("a closed or lost thread", () => {
-  it("fails every statement after close() as DatabaseUnavailable (closed); close() twice is fine", async () => {
-    const db = await openPgliteThread("memory://");
+  it("fails every statement after close() as DatabaseUnavailable (closed), without calling onLost; close() twice is fine", async () => {
+    const lost: Error[] = [];
+    const db = await openPgliteThread("memory://", { onLost: (err) => lost.push(err) });
     await db.close();
     await db.close();
     const err = await db.query("SELECT 1").catch((e: unknown) => e);
     assert.ok(err instanceof DatabaseUnavailable);
     assert.equal(err.reason, "closed");
+    assert.deepEqual(lost, [], "a close() is not a loss");
   });
 
   it("fails the statements in flight and every later one, and says so once, when the thread dies", async () => {
@@ -157,13 +159,6 @@ describe("a closed or lost thread", () => {
     assert.equal(lost.length, 1);
     await db.close();
     assert.equal(lost.length, 1, "close() after the loss says nothing more");
-  });
-
-  it("does not call onLost for a close()", async () => {
-    const lost: Error[] = [];
-    const db = await openPgliteThread("memory://", { onLost: (err) => lost.push(err) });
-    await db.close();
-    assert.deepEqual(lost, []);
   });
 
   it("rejects the open itself when PGlite cannot start there, and leaves no thread behind", async () => {
