@@ -1,9 +1,12 @@
 // test-scope: store-free — it opens embedded stores of its own whatever DATABASE_URL says
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { LOCK_FILE } from "../src/db/data-dir-lock.ts";
 import type { Db } from "../src/db/db.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { openPglite } from "../src/db/pglite.ts";
@@ -170,6 +173,45 @@ describe("a closed or lost thread", () => {
       const err = await openPgliteThread(file, { onLost: (e) => lost.push(e) }).catch((e: unknown) => e);
       assert.ok(err instanceof Error);
       assert.deepEqual(lost, [], "a thread that never served is not lost");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("ends the server's process when its store's thread is lost: a fatal line, DATA_DIR's lock released, exit 1", () => {
+    const dir = mkdtempSync(join(tmpdir(), "gss-thread-lost-"));
+    try {
+      const src = (path: string) => JSON.stringify(fileURLToPath(new URL(`../src/${path}`, import.meta.url)));
+      const script = join(dir, "lose.mts");
+      // openStore as serve() calls it, then the thread dies under it.
+      writeFileSync(
+        script,
+        `import { openStore } from ${src("process/startup.ts")};
+import { pgliteThreadOf } from ${src("db/pglite-thread.ts")};
+const config = { databaseUrl: null, dataDir: ${JSON.stringify(join(dir, "data"))}, dbLockTimeoutMs: 2000, dbConnectTimeoutSec: 1 };
+// The fields of a pino line that matter here; the server passes its pino logger.
+const log = { fatal: (fields, msg) => console.log(JSON.stringify({ level: 60, ...fields, msg })) };
+const store = await openStore(config, log, undefined, { embeddedThread: true });
+await store.db.query("SELECT 1");
+console.error("opened");
+await pgliteThreadOf(store.db).terminate();
+setTimeout(() => { console.error("still running"); process.exit(7); }, 10_000);
+`,
+      );
+      const run = spawnSync(process.execPath, ["--import", "tsx", script], {
+        cwd: fileURLToPath(new URL("..", import.meta.url)),
+        encoding: "utf8",
+        timeout: 60_000,
+      });
+      assert.match(run.stderr, /opened/, run.stderr);
+      assert.equal(run.status, 1, `${run.stdout}\n${run.stderr}`);
+      const fatal = run.stdout
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { level: number; msg: string })
+        .find((l) => l.level === 60);
+      assert.equal(fatal?.msg, "the embedded database's thread stopped");
+      assert.equal(existsSync(join(dir, "data", LOCK_FILE)), false, "the lock is released");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
