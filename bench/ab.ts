@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { REPO_ROOT } from "./processes.ts";
+import { DISTURBED_OTHER_US, REPO_ROOT } from "./processes.ts";
 
 /**
  * `npm run bench:ab -- <revision> [runs]`: `npm run bench` on a revision and on the working tree,
@@ -18,7 +18,7 @@ interface Row {
   scenario: string;
   connections: number;
   result: { requestsPerSec: number; p99Ms: number };
-  cpuUs: { target: number; stores: number };
+  cpuUs: { target: number; stores: number; other: number };
 }
 
 const [revision, runsText] = process.argv.slice(2);
@@ -94,5 +94,17 @@ for (const k of [...new Set(sides.this[0]!.map(key))]) {
   const ratio = (side: Row[][]) => of(side, k, (r) => r.result.requestsPerSec) / floorOf(side, connections);
   console.log(
     `| ${k} | ${pair((r) => r.result.requestsPerSec)} | ${ratio(sides.base).toFixed(2)} → ${ratio(sides.this).toFixed(2)} | ${pair((r) => r.result.p99Ms, 1)} | ${pair((r) => r.cpuUs.target)} | ${pair((r) => r.cpuUs.stores)} |`,
+  );
+}
+// A floor that met other work on the machine flatters the ratios computed against it (processes.ts).
+const disturbed = (side: Row[][]) =>
+  side.filter((rows) =>
+    rows.some((r) => r.scenario.startsWith("floor") && r.cpuUs.other > DISTURBED_OTHER_US),
+  ).length;
+const [b, t] = [disturbed(sides.base), disturbed(sides.this)];
+if (b + t > 0) {
+  console.log(
+    `note: runs whose floor met more than ${DISTURBED_OTHER_US} µs of other work per request: ` +
+      `${b} of ${runs} (${base.slice(0, 8)}), ${t} of ${runs} (working tree); their ratios are flattered`,
   );
 }

@@ -14,6 +14,14 @@ import { freePort } from "../test/support/ports.ts";
 
 export const REPO_ROOT = fileURLToPath(new URL("../", import.meta.url));
 
+/**
+ * CPU per request of the rest of the machine (neither the target, the load generator, the stores
+ * nor the receiver) above which a run counts as disturbed. Quiet floors here showed -10 to 25 µs;
+ * on 2026-11-30 floors with 48-448 µs gave ratios of 0.67-0.86 where quiet ones gave 0.44-0.68 for
+ * the same code.
+ */
+export const DISTURBED_OTHER_US = 25;
+
 export interface Child {
   readonly name: string;
   readonly pid: number;

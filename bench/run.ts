@@ -7,7 +7,14 @@ import { generatePrivateKey } from "viem/accounts";
 import { startChain } from "../test/support/chain/anvil.ts";
 import { benchDatabase } from "./database.ts";
 import { type LoadResult, runLoad } from "./load.ts";
-import { type Child, REPO_ROOT, startChild, storeCpuSince, storeCpuSnapshot } from "./processes.ts";
+import {
+  type Child,
+  DISTURBED_OTHER_US,
+  REPO_ROOT,
+  startChild,
+  storeCpuSince,
+  storeCpuSnapshot,
+} from "./processes.ts";
 import { BENCH_SELECTOR, BENCH_TARGET, fundProject, type Seeded, seedProject } from "./seed.ts";
 import { type StatementLog, statementLog } from "./statements.ts";
 import { ownerCall, startBenchReceiver } from "./webhooks.ts";
@@ -500,6 +507,16 @@ function report(rows: Row[]) {
       console.log(
         `  ${row.scenario.padEnd(24)} ${String(row.connections).padStart(3)} conns: ${ratio.toFixed(2)}`,
       );
+    }
+    // Other work on the machine slows whichever scenario it meets; met by the floor, it flatters
+    // every ratio above.
+    for (const [connections, floor] of floorAt) {
+      if (floor.cpuUs.other > DISTURBED_OTHER_US) {
+        console.log(
+          `  note: the floor at ${connections} connections met ${floor.cpuUs.other.toFixed(0)} µs of other work per request: ` +
+            "its ratios are flattered; run again",
+        );
+      }
     }
   }
 
