@@ -102,18 +102,24 @@ describe("PGlite on a thread of its own", () => {
     const hold = new Promise<void>((resolve) => {
       release = resolve;
     });
+    let inserted!: () => void;
+    const open = new Promise<void>((resolve) => {
+      inserted = resolve;
+    });
     const order: string[] = [];
     const tx = thread.transaction(async (t) => {
       await t.query("INSERT INTO t VALUES (5, 'five')");
+      inserted();
       await hold;
       order.push("commit");
     });
     // Posted while the transaction is open: it must see the committed row, not run in between.
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await open;
     const outside = thread.query<{ n: number }>("SELECT count(*)::int AS n FROM t").then((rows) => {
       order.push("outside");
       return rows[0]!.n;
     });
+    // Room for a statement that did not wait to come back (it would in well under this).
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.deepEqual(order, [], "the statement outside waited");
     release();

@@ -42,7 +42,7 @@ function plainError(err: unknown): Record<string, unknown> {
 async function main() {
   let pg: PGlite;
   try {
-    pg = await PGlite.create(start.dataDir, start.startParams ? { startParams: start.startParams } : {});
+    pg = await PGlite.create(start.dataDir);
   } catch (err) {
     reply({ id: 0, error: plainError(err) });
     return;

@@ -16,7 +16,6 @@ import { asUnavailable, DatabaseUnavailable } from "./unavailable.ts";
 /** What the thread is started with. */
 export interface ThreadStart {
   dataDir: string;
-  startParams?: string[];
 }
 
 export type ThreadRequest =
@@ -45,8 +44,6 @@ function errorFrom(fields: Record<string, unknown>): Error {
 }
 
 export interface ThreadOptions {
-  /** Server settings on top of PGlite's own start parameters. */
-  startParams?: string[];
   /**
    * Called once if the thread stops without being closed (a WebAssembly abort, say). Every
    * statement then fails as DatabaseUnavailable; the server exits, as it would have had PGlite
@@ -72,10 +69,7 @@ export async function openPgliteThread(dataDir: string, options: ThreadOptions =
       : url,
     {
       eval: typescript,
-      workerData: {
-        dataDir,
-        ...(options.startParams ? { startParams: options.startParams } : {}),
-      } satisfies ThreadStart,
+      workerData: { dataDir } satisfies ThreadStart,
     },
   );
   /** Requests posted and not yet answered, by id; id 0 is the thread's start. */
