@@ -380,3 +380,72 @@ describe("authorization ids (migration 048: looked up by their first 64 bits, th
     assert.equal(await release(t.db, b.authId), false);
   });
 });
+
+describe("the allowlist, decided for a whole batch at once (issue 22: one join per batch)", () => {
+  it("names each item's first call off the allowlist, as a call-by-call check of the same entries would, over random batches", async () => {
+    const seeded = await seedProject(t);
+    await creditDeposit(t.db, {
+      projectId: seeded.projectId,
+      reference: `allow:${randomBytes(4).toString("hex")}`,
+      amountWei: 10n ** 24n,
+    });
+    const OTHER_CHAIN = 31337;
+    const targets = [
+      TARGET,
+      "0x00000000000000000000000000000000000000c1",
+      "0x00000000000000000000000000000000000000c2",
+    ];
+    const selectors = [SELECTOR, "0x12345678"];
+    // The entries: every (target, selector) pair in one of five states.
+    const states = ["none", "any chain", "this chain", "other chain", "disabled"] as const;
+    const pairs = targets.flatMap((target) => selectors.map((selector) => ({ target, selector })));
+    const call = fc.record({ target: fc.constantFrom(...targets), selector: fc.constantFrom(...selectors) });
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.constantFrom(...states), { minLength: pairs.length, maxLength: pairs.length }),
+        // Each item: a plain call (null), or an operation's calls, none included.
+        fc.array(fc.option(fc.array(call, { maxLength: 4 }), { nil: null }), { minLength: 1, maxLength: 12 }),
+        async (entryStates, items) => {
+          const projectId = `allow-${run++}-${randomBytes(3).toString("hex")}`;
+          await t.db.query(
+            "INSERT INTO projects (id, org_id, owner, name, deposit_address) SELECT $1, org_id, owner, 'allow', $2 FROM projects WHERE id = $3",
+            [projectId, `0x${randomBytes(20).toString("hex")}`, seeded.projectId],
+          );
+          await creditDeposit(t.db, { projectId, reference: `${projectId}:fund`, amountWei: 10n ** 24n });
+          const allowed = new Set<string>();
+          for (const [i, state] of entryStates.entries()) {
+            const { target, selector } = pairs[i]!;
+            if (state === "none") continue;
+            await t.db.query(
+              "INSERT INTO allowlist_entries (project_id, chain_id, target_contract, function_selector, enabled) VALUES ($1, $2, $3, $4, $5)",
+              [
+                projectId,
+                state === "this chain" ? 14601 : state === "other chain" ? OTHER_CHAIN : null,
+                target,
+                selector,
+                state !== "disabled",
+              ],
+            );
+            if (state === "any chain" || state === "this chain") allowed.add(`${target}/${selector}`);
+          }
+          const batch = items.map((calls) => ({
+            ...reservation(projectId, 1_000n),
+            ...(calls === null ? {} : { calls }),
+          }));
+          const outcomes = await reserveMany(t.db, projectId, batch);
+          for (const [i, r] of batch.entries()) {
+            const calls = r.calls ?? [{ target: r.target, selector: r.selector }];
+            const first = calls.findIndex((c) => !allowed.has(`${c.target}/${c.selector}`));
+            assert.deepEqual(
+              outcomes[i],
+              first === -1 ? { kind: "reserved" } : { kind: "not_allowlisted", callIndex: first },
+              `item ${i}: ${JSON.stringify(calls)}`,
+            );
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+});

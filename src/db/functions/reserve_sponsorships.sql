@@ -90,17 +90,23 @@ BEGIN
     WHERE pr.project_id = p_project AND NOT pr.paused AND (pr.chain_id IS NULL OR pr.chain_id = v_chain);
 
   -- Every call must be allowlisted: the first of an item's calls that is not is named in its
-  -- refusal. Looked up for the whole batch in one statement (a statement per item cost each item an
-  -- executor start-up); v_missing_at[idx + 1] is item idx's, the items' idx being 0, 1, 2, ...
+  -- refusal. Looked up for the whole batch in one statement, and as one join: every call of the
+  -- batch against the project's entries, read once. (A statement per item cost each item an
+  -- executor start-up; a subquery per item read the project's entries again for each item, and
+  -- in PGlite each of those reads also asked the file system for the table's size: issue 22.)
+  -- A call with no entry joins none (a.target_contract IS NULL); an item with no calls keeps its
+  -- row (LEFT JOIN LATERAL) and misses nothing. v_missing_at[idx + 1] is item idx's, the items'
+  -- idx being 0, 1, 2, ...
   SELECT array_agg(m.missing ORDER BY m.idx) INTO v_missing_at
-    FROM (SELECT x.idx, (SELECT min(c.ord - 1)::integer
-            FROM ROWS FROM (jsonb_to_recordset(COALESCE(x.calls, jsonb_build_array(jsonb_build_object(
+    FROM (SELECT x.idx, (min(c.ord) FILTER (WHERE a.target_contract IS NULL) - 1)::integer AS missing
+          FROM jsonb_to_recordset(p_items) AS x(idx integer, target text, selector text, calls jsonb)
+          LEFT JOIN LATERAL ROWS FROM (jsonb_to_recordset(COALESCE(x.calls, jsonb_build_array(jsonb_build_object(
                 'target', x.target, 'selector', x.selector)))) AS (target text, selector text))
-              WITH ORDINALITY AS c(target, selector, ord)
-            WHERE NOT EXISTS (SELECT 1 FROM allowlist_entries a
-              WHERE a.project_id = p_project AND a.target_contract = c.target AND a.function_selector = c.selector
-                AND a.enabled AND (a.chain_id = v_chain OR a.chain_id IS NULL))) AS missing
-          FROM jsonb_to_recordset(p_items) AS x(idx integer, target text, selector text, calls jsonb)) m;
+              WITH ORDINALITY AS c(target, selector, ord) ON true
+          LEFT JOIN allowlist_entries a
+            ON a.project_id = p_project AND a.target_contract = c.target AND a.function_selector = c.selector
+              AND a.enabled AND (a.chain_id = v_chain OR a.chain_id IS NULL)
+          GROUP BY x.idx) m;
 
   FOR it IN SELECT * FROM jsonb_to_recordset(p_items) AS x(
       idx integer, nonce text, digest text, auth_id text, key_id bigint, chain_id integer, sender text,
