@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { after, afterEach, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Db } from "../src/db/db.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
 import { approvalGate } from "../src/webhooks/approval.ts";
+import { deadline } from "../src/webhooks/deadline.ts";
 import {
   type AttemptResult,
   claimDue,
@@ -566,3 +568,75 @@ function rowsRead(plan: unknown, table: string): number {
   visit(root[0]!.Plan);
   return total;
 }
+
+describe("request deadlines without an AbortSignal per request (issue 22: about 10 µs of CPU each)", () => {
+  it("a deadline aborts with a TimeoutError at its time, and not once cleared", async () => {
+    const late = deadline(30);
+    const cleared = deadline(30);
+    cleared.clear();
+    await once(late.signal, "abort");
+    assert.equal(late.signal.aborted, true);
+    assert.equal((late.signal.reason as Error).name, "TimeoutError");
+    await sleep(60);
+    assert.equal(cleared.signal.aborted, false);
+  });
+
+  it("one stop signal aborts every deadline still open under it, with its reason, and none it let go of", async () => {
+    const stop = new AbortController();
+    const open = [deadline(60_000, stop.signal), deadline(60_000, stop.signal)];
+    const done = deadline(60_000, stop.signal);
+    done.clear();
+    const why = new Error("stopping");
+    stop.abort(why);
+    for (const d of open) {
+      assert.equal(d.signal.aborted, true);
+      assert.equal(d.signal.reason, why);
+      d.clear();
+    }
+    assert.equal(done.signal.aborted, false);
+    // Made after the stop: aborted from the start, and undici refuses to send it.
+    const afterwards = deadline(60_000, stop.signal);
+    assert.equal(afterwards.signal.aborted, true);
+    const r = await receiver();
+    await assert.rejects(
+      webhookSender("allow")(r.url, { headers: {}, body: "{}", signal: afterwards.signal }),
+      (err: Error) => err === why,
+    );
+    afterwards.clear();
+    assert.equal(r.received.length, 0);
+  });
+
+  it("stopping the worker ends its hanging requests at once and hands their deliveries back, unattempted", async () => {
+    const p = await project();
+    const hanging = await receiver({ hold: true });
+    await addWebhookEndpoint(t, p, hanging.url, ["deposit.credited"]);
+    await events(p.projectId, 2);
+    // A timeout far past the test's own bound: only the stop can end these requests in time.
+    const w = webhookWorker(t.db, {
+      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 3 },
+      timeoutMs: 30_000,
+      pollIntervalMs: 20,
+      keyring: t.services.keyring,
+    });
+    workers.push(w);
+    w.start();
+    await within(10_000, hanging.waitFor(2), "both requests");
+    await within(10_000, w.stop(), "the worker's stop");
+    await until(() => hanging.open === 0, "the receiver seeing both requests dropped");
+    const rows = await t.db.query<{ status: string; attempts: number; leased_until: Date | null }>(
+      `SELECT d.status, d.attempts, d.leased_until FROM webhook_deliveries d
+       JOIN event_outbox e ON e.id = d.event_id WHERE e.project_id = $1 ORDER BY d.id`,
+      [p.projectId],
+    );
+    assert.deepEqual(rows, [
+      { status: "pending", attempts: 0, leased_until: null },
+      { status: "pending", attempts: 0, leased_until: null },
+    ]);
+    const attempts = await t.db.query(
+      `SELECT a.id FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+       JOIN event_outbox e ON e.id = d.event_id WHERE e.project_id = $1`,
+      [p.projectId],
+    );
+    assert.equal(attempts.length, 0);
+  });
+});

@@ -16,6 +16,7 @@
 import { lookup as dnsLookup } from "node:dns";
 import { BlockList, isIP, type LookupFunction } from "node:net";
 import { Agent } from "undici";
+import type { DeadlineSignal } from "./deadline.ts";
 
 export type PrivateTargets = "refuse" | "allow";
 
@@ -174,11 +175,14 @@ export function sendFailure(err: unknown): SendFailure {
   return code ? { kind: "network", code } : { kind: "network" };
 }
 
-/** What a webhook request carries: a signed JSON POST under a deadline. */
+/**
+ * What a webhook request carries: a signed JSON POST under a deadline (deadline.ts's signal, or
+ * any AbortSignal: undici takes either).
+ */
 export interface WebhookRequest {
   headers: Record<string, string>;
   body: string;
-  signal: AbortSignal;
+  signal: AbortSignal | DeadlineSignal;
 }
 
 /** The receiver's answer: its status, and its body to read (approval.ts) or to throw away. */
