@@ -297,19 +297,23 @@ describe("two chains, two EntryPoints", () => {
       [HOME, true],
       [OTHER, true],
     ]);
-    // Every settlement's event names the chain that paid, with that chain's cost.
+    // Every settlement's event names the chain that paid, with that chain's cost. The watcher
+    // records a range's operations a few at once (APPLY_CONCURRENCY), so the two on the other
+    // chain may write their events in either order: compared as sets of (chain, cost).
     const settledEvents = await t.db.query<{ chain: number; cost: string }>(
       `SELECT (payload ->> 'chainId')::int AS chain, payload ->> 'actualGasCost' AS cost FROM event_outbox
        WHERE project_id = $1 AND type = 'sponsorship.settled' ORDER BY id`,
       [p.projectId],
     );
+    const byChainAndCost = (pairs: (readonly [number, string])[]) =>
+      [...pairs].sort((a, b) => a[0] - b[0] || a[1].localeCompare(b[1]));
     assert.deepEqual(
-      settledEvents.map((e) => [e.chain, e.cost]),
-      [
+      byChainAndCost(settledEvents.map((e) => [e.chain, e.cost] as const)),
+      byChainAndCost([
         [HOME, homeOp.cost.toString()],
         [OTHER, otherOps[0]!.cost.toString()],
         [OTHER, otherOps[1]!.cost.toString()],
-      ],
+      ]),
     );
     const unnamed = await t.db.query(
       "SELECT type FROM event_outbox WHERE project_id = $1 AND NOT payload ? 'chainId'",
