@@ -7,7 +7,7 @@ import type { Services } from "./context.ts";
 import type { Db } from "./db/db.ts";
 import { migrate } from "./db/migrate.ts";
 import { runPrimary, workerIndex } from "./process/cluster.ts";
-import { processLogger } from "./process/log.ts";
+import { exitAfterLog, processLogger } from "./process/log.ts";
 import { processPolicy } from "./process/policy.ts";
 import { httpDrain, installShutdown } from "./process/shutdown.ts";
 import {
@@ -53,10 +53,7 @@ async function main() {
   } catch (err) {
     if (err instanceof ConfigError) {
       const problems = err.message.split("\n  - ").slice(1);
-      fail(
-        log,
-        new StartupFailure(`invalid configuration: ${problems.join("; ")}`, EXIT_CONFIG, { problems }),
-      );
+      throw new StartupFailure(`invalid configuration: ${problems.join("; ")}`, EXIT_CONFIG, { problems });
     }
     throw err;
   }
@@ -64,12 +61,9 @@ async function main() {
 
   const policy = processPolicy(config);
   if (policy.refusals.length > 0) {
-    fail(
-      log,
-      new StartupFailure(`refusing to start: ${policy.refusals.join("; ")}`, EXIT_CONFIG, {
-        refusals: policy.refusals,
-      }),
-    );
+    throw new StartupFailure(`refusing to start: ${policy.refusals.join("; ")}`, EXIT_CONFIG, {
+      refusals: policy.refusals,
+    });
   }
   // Said once per start: by the primary in cluster mode, not by every worker.
   if (index === null) {
@@ -79,11 +73,13 @@ async function main() {
   if (config.workers > 1 && cluster.isPrimary) {
     await preflight(config, log);
     if (startup.signal.aborted) throw new StartupAborted(String(startup.signal.reason));
+    const primaryLog = log.child({ role: "primary" });
     runPrimary({
       workers: config.workers,
       shutdownTimeoutMs: config.shutdownTimeoutMs,
-      log: log.child({ role: "primary" }),
+      log: primaryLog,
       exec: fileURLToPath(import.meta.url),
+      exit: (code) => exitAfterLog(primaryLog, code),
     });
     return;
   }
@@ -96,7 +92,11 @@ async function main() {
  * (chains/leadership.ts).
  */
 async function serve(config: Config, log: Logger, index: number | null) {
-  const shutdown = installShutdown({ log, timeoutMs: config.shutdownTimeoutMs });
+  const shutdown = installShutdown({
+    log,
+    timeoutMs: config.shutdownTimeoutMs,
+    exit: (code) => exitAfterLog(log, code),
+  });
   // The service's modules load once the settings have passed: a start-up that fails on them never
   // loads them (about 0.7 s of CPU, most of what such a failure cost). Before the store is opened,
   // not while: their loading would take the event loop from the connection's retry schedule
@@ -198,8 +198,11 @@ async function migrateStore(db: Db) {
   }
 }
 
-/** Logs a start-up failure as one line (no stack) and exits with its code. */
-function fail(logger: Logger, err: unknown): never {
+/**
+ * Logs a start-up failure as one line (no stack) and exits with its code once the line is out
+ * (exitAfterLog). The last thing the process does: main() throws its failures up to here.
+ */
+function fail(logger: Logger, err: unknown): void {
   const failure =
     err instanceof StartupFailure
       ? err
@@ -207,7 +210,7 @@ function fail(logger: Logger, err: unknown): never {
           error: err instanceof Error ? err.name : typeof err,
         });
   logger.fatal(failure.details, failure.message);
-  process.exit(failure.exitCode);
+  exitAfterLog(logger, failure.exitCode);
 }
 
 try {
@@ -215,7 +218,8 @@ try {
 } catch (err) {
   if (err instanceof StartupAborted) {
     log.info({ signal: err.signal }, err.message);
-    process.exit(0);
+    exitAfterLog(log, 0);
+  } else {
+    fail(log, err);
   }
-  fail(log, err);
 }

@@ -117,10 +117,13 @@ describe("the process logger's stdout writes", () => {
     assert.equal(lines(text)[0]!.msg, "lonely line");
   });
 
-  it("lines logged right before process.exit, and more than a block of them, all come out in order", async () => {
+  it("lines logged right before exitAfterLog, and more than a block of them, all come out in order", async () => {
+    // Blocks go out by asynchronous writes; pino's synchronous flush at a bare process.exit wrote
+    // the buffered lines while an earlier block was still being written, which came out after
+    // them (CI, 2026-11-30: lines 101.. first, then 0..100). exitAfterLog waits for the writes.
     const count = Math.ceil((3 * LOG_BLOCK_BYTES) / 60);
     const proc = child(
-      `${preamble} for (let i = 0; i < ${count}; i++) log.info({ i }, "line"); log.error("last words"); process.exit(3);`,
+      `${preamble.replace("{ processLogger }", "{ exitAfterLog, processLogger }")} for (let i = 0; i < ${count}; i++) log.info({ i }, "line"); log.error("last words"); exitAfterLog(log, 3); exitAfterLog(log, 0);`,
     );
     let text = "";
     proc.stdout!.on("data", (chunk) => {
@@ -136,5 +139,24 @@ describe("the process logger's stdout writes", () => {
       Array.from({ length: count }, (_, i) => i),
     );
     assert.equal(got.at(-1)!.msg, "last words");
+  });
+
+  it("lines logged right before a bare process.exit, fewer than a block, all come out in order", async () => {
+    // Nothing is being written yet: pino's flush at exit writes the buffer, whole and in order.
+    const count = Math.floor(LOG_BLOCK_BYTES / 200);
+    const proc = child(
+      `${preamble} for (let i = 0; i < ${count}; i++) log.info({ i }, "line"); log.error("last words"); process.exit(4);`,
+    );
+    let text = "";
+    proc.stdout!.on("data", (chunk) => {
+      text += String(chunk);
+    });
+    const [code] = await once(proc, "close");
+    assert.equal(code, 4);
+    const got = lines(text);
+    assert.deepEqual(
+      got.map((l) => l.i ?? l.msg),
+      [...Array.from({ length: count }, (_, i) => i), "last words"],
+    );
   });
 });

@@ -13,9 +13,12 @@ export const LOG_FLUSH_MS = 100;
  * LOG_BLOCK_BYTES or LOG_FLUSH_MS has passed, and go out in one write system call, instead of one
  * per line on the event loop (a write per request's line was 4 % of the service's CPU samples
  * under the bench). So a line reaches stdout at most LOG_FLUSH_MS after it was logged. pino
- * flushes what is buffered, synchronously, when the process exits, so a line logged just before
- * process.exit() (a start-up failure, the end of a shutdown) is not lost; a process killed
- * outright (SIGKILL) can lose the lines of its last LOG_FLUSH_MS.
+ * flushes what is buffered, synchronously, when the process exits, but not a block an
+ * asynchronous write is carrying at that moment: that block came out after the lines logged behind
+ * it (CI, 2026-11-30), or could be lost with the process. So the service's own exits (a start-up
+ * failure, the end of a shutdown, a lost database thread) go through exitAfterLog, which lets the
+ * writes finish first. A process killed outright (SIGKILL) can lose the lines of its last
+ * LOG_FLUSH_MS.
  *
  * Credentials stay out of the lines through two serializers rather than pino's `redact` paths:
  * `req` is always the request's summary (never its headers) and `headers` has its Authorization
@@ -35,6 +38,38 @@ export function processLogger(
   }),
 ): Logger {
   return pino(logOptions(level), destination).child(bindings);
+}
+
+/** The longest exitAfterLog waits for the logged lines to be written (a stdout nobody reads). */
+export const LOG_EXIT_DRAIN_MS = 2000;
+
+let exiting = false;
+
+/**
+ * Ends the process with `code` once every line logged so far is written, in order: pino's flush
+ * waits for a write in flight, then writes the rest. Bounded by LOG_EXIT_DRAIN_MS, after which the
+ * process exits anyway (and pino's exit hook writes what is still buffered). It returns at once;
+ * the exit comes from the flush's callback, so the caller calls it last, as it would process.exit.
+ */
+export function exitAfterLog(logger: Pick<Logger, "flush">, code: number): never {
+  // The first exit decides the code: a shutdown's bound that fires while its steps still run,
+  // then their own end, exit as the bound said.
+  if (exiting) return undefined as never;
+  exiting = true;
+  process.exitCode = code;
+  let exited = false;
+  const exit = () => {
+    if (exited) return;
+    exited = true;
+    process.exit(code);
+  };
+  setTimeout(exit, LOG_EXIT_DRAIN_MS);
+  try {
+    logger.flush(() => exit());
+  } catch {
+    exit();
+  }
+  return undefined as never;
 }
 
 /** The logger's options: its level and the serializers below (the tests' loggers use them too). */

@@ -6,6 +6,7 @@ import type { Db } from "../db/db.ts";
 import { openDb } from "../db/index.ts";
 import { unavailableReason } from "../db/unavailable.ts";
 import { ensurePrivateDir } from "../secrets/key-files.ts";
+import { exitAfterLog } from "./log.ts";
 
 /**
  * Start-up steps that can fail for reasons an operator has to act on, each turned into one log
@@ -89,7 +90,7 @@ export async function openStore(
               onLost(err) {
                 log.fatal({ err: firstLine(err) }, "the embedded database's thread stopped");
                 lock?.release();
-                process.exit(EXIT_FAILURE);
+                exitAfterLog(log, EXIT_FAILURE);
               },
             },
           }
