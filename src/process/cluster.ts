@@ -34,7 +34,8 @@ export interface PrimaryOptions {
   log: Logger;
   /** The script the workers run (server.js); default: this process's own. */
   exec?: string;
-  exit?: (code: number) => never;
+  /** Ends the process (process.exit by default; the server's waits for its log, process/log.ts). */
+  exit?: (code: number) => void;
 }
 
 /** The 1-based index of this worker, or null in a primary or a single process. */

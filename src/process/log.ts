@@ -51,10 +51,10 @@ let exiting = false;
  * process exits anyway (and pino's exit hook writes what is still buffered). It returns at once;
  * the exit comes from the flush's callback, so the caller calls it last, as it would process.exit.
  */
-export function exitAfterLog(logger: Pick<Logger, "flush">, code: number): never {
+export function exitAfterLog(logger: Pick<Logger, "flush">, code: number): void {
   // The first exit decides the code: a shutdown's bound that fires while its steps still run,
   // then their own end, exit as the bound said.
-  if (exiting) return undefined as never;
+  if (exiting) return;
   exiting = true;
   process.exitCode = code;
   let exited = false;
@@ -69,7 +69,6 @@ export function exitAfterLog(logger: Pick<Logger, "flush">, code: number): never
   } catch {
     exit();
   }
-  return undefined as never;
 }
 
 /** The logger's options: its level and the serializers below (the tests' loggers use them too). */

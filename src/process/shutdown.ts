@@ -31,7 +31,8 @@ export interface Shutdown {
 export interface ShutdownOptions {
   log: Logger;
   timeoutMs: number;
-  exit?: (code: number) => never;
+  /** Ends the process (process.exit by default; the server's waits for its log, process/log.ts). */
+  exit?: (code: number) => void;
   signals?: NodeJS.Signals[];
 }
 
@@ -71,7 +72,9 @@ export function installShutdown({
     }
     clearTimeout(bound);
     log.info({ ms: Date.now() - t0, clean: !failed }, "stopped");
-    return exit(failed ? EXIT_FAILURE : 0);
+    exit(failed ? EXIT_FAILURE : 0);
+    // The exit may wait for the log's writes (exitAfterLog): nothing after it resolves.
+    return new Promise<never>(() => {});
   };
 
   const onSignal = (signal: NodeJS.Signals) => {
