@@ -95,7 +95,18 @@ describe("the process logger's stdout writes", () => {
       cwd: fileURLToPath(new URL("../..", import.meta.url)),
       stdio: ["pipe", "pipe", "inherit"],
     });
-  const preamble = `import { processLogger } from "./src/process/log.ts"; const log = processLogger("info");`;
+  const preamble = `import { exitAfterLog, processLogger } from "./src/process/log.ts"; const log = processLogger("info");`;
+  /** Runs `script` to its end: its exit code and the lines it wrote, in the order they came out. */
+  const linesOf = async (script: string) => {
+    const proc = child(script);
+    let text = "";
+    proc.stdout!.on("data", (chunk) => {
+      text += String(chunk);
+    });
+    // "close": the process has exited and its stdout has ended.
+    const [code] = await once(proc, "close");
+    return { code, got: lines(text) };
+  };
 
   it("an idle process's line still reaches stdout while the process runs (the periodic flush)", {
     timeout: 20_000,
@@ -122,38 +133,24 @@ describe("the process logger's stdout writes", () => {
     // the buffered lines while an earlier block was still being written, which came out after
     // them (CI, 2026-11-30: lines 101.. first, then 0..100). exitAfterLog waits for the writes.
     const count = Math.ceil((3 * LOG_BLOCK_BYTES) / 60);
-    const proc = child(
-      `${preamble.replace("{ processLogger }", "{ exitAfterLog, processLogger }")} for (let i = 0; i < ${count}; i++) log.info({ i }, "line"); log.error("last words"); exitAfterLog(log, 3); exitAfterLog(log, 0);`,
+    const { code, got } = await linesOf(
+      `${preamble} for (let i = 0; i < ${count}; i++) log.info({ i }, "line"); log.error("last words"); exitAfterLog(log, 3); exitAfterLog(log, 0);`,
     );
-    let text = "";
-    proc.stdout!.on("data", (chunk) => {
-      text += String(chunk);
-    });
-    // "close": the process has exited and its stdout has ended.
-    const [code] = await once(proc, "close");
+    // The first exit's code.
     assert.equal(code, 3);
-    const got = lines(text);
-    assert.equal(got.length, count + 1);
     assert.deepEqual(
-      got.slice(0, count).map((l) => l.i),
-      Array.from({ length: count }, (_, i) => i),
+      got.map((l) => l.i ?? l.msg),
+      [...Array.from({ length: count }, (_, i) => i), "last words"],
     );
-    assert.equal(got.at(-1)!.msg, "last words");
   });
 
   it("lines logged right before a bare process.exit, fewer than a block, all come out in order", async () => {
     // Nothing is being written yet: pino's flush at exit writes the buffer, whole and in order.
     const count = Math.floor(LOG_BLOCK_BYTES / 200);
-    const proc = child(
+    const { code, got } = await linesOf(
       `${preamble} for (let i = 0; i < ${count}; i++) log.info({ i }, "line"); log.error("last words"); process.exit(4);`,
     );
-    let text = "";
-    proc.stdout!.on("data", (chunk) => {
-      text += String(chunk);
-    });
-    const [code] = await once(proc, "close");
     assert.equal(code, 4);
-    const got = lines(text);
     assert.deepEqual(
       got.map((l) => l.i ?? l.msg),
       [...Array.from({ length: count }, (_, i) => i), "last words"],
