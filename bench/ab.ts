@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DISTURBED_OTHER_US, REPO_ROOT } from "./processes.ts";
+import { median } from "./stats.ts";
 
 /**
  * `npm run bench:ab -- <revision> [runs]`: `npm run bench` on a revision and on the working tree,
@@ -69,11 +70,6 @@ try {
   rmSync(scratch, { recursive: true, force: true });
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-};
 const key = (r: Row) => `${r.scenario} @${r.connections}`;
 const of = (side: Row[][], k: string, f: (r: Row) => number) =>
   median(side.flatMap((rows) => rows.filter((r) => key(r) === k).map(f)));

@@ -3,8 +3,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { dumpPglite, openPglite } from "../src/db/pglite.ts";
-import { type Reservation, reserveMany } from "../src/ledger/ledger.ts";
+import { reserveMany } from "../src/ledger/ledger.ts";
 import { fundedProject, MINT_SELECTOR, MINT_TARGET, startTestApp } from "../test/support/app.ts";
+import { mintReservation } from "../test/support/money.ts";
+import { median } from "./stats.ts";
 
 /**
  * `npm run bench:pglite`: what the embedded store's reservation costs, without HTTP, signing or a
@@ -42,26 +44,7 @@ const db = await openPglite(join(dir, "data"), { loadDataDir: copy });
 
 const senders = Array.from({ length: senderCount }, () => `0x${randomBytes(20).toString("hex")}`);
 let made = 0;
-const reservation = (): Reservation => ({
-  projectId: p.projectId,
-  clientNonce: null,
-  requestDigest: null,
-  authId: `0x${randomBytes(32).toString("hex")}`,
-  apiKeyId: null,
-  chainId: 14601,
-  sender: senders[made++ % senderCount]!,
-  target: MINT_TARGET,
-  selector: MINT_SELECTOR,
-  estimatedGas: 100_000n,
-  maxGasCostWei: 10n ** 12n,
-  maxFeePerGasWei: 2_000_000_000n,
-  maxPriorityFeePerGasWei: 1_000_000_000n,
-  paymaster: "0x00000000000000000000000000000000000000aa",
-  validAfterSec: 1_800_000_000,
-  validUntilSec: 1_800_000_300,
-  response: null,
-  requestedAtMs: Date.now(),
-});
+const reservation = () => mintReservation(p.projectId, 10n ** 12n, senders[made++ % senderCount]!);
 
 /** CPU µs per authorization of one round: `authsPerRound` reservations in batches of `size`. */
 async function round(size: number): Promise<number> {
@@ -78,7 +61,6 @@ async function round(size: number): Promise<number> {
   return (used.user + used.system) / (calls * size);
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const results: { size: number; median: number; lowest: number }[] = [];
 console.log(
   `PGlite reservation, file-backed, ${rounds} rounds of ${authsPerRound} authorizations per batch size`,

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import type { Db } from "../../src/db/db.ts";
 import { recordChainDeposit } from "../../src/funding/store.ts";
-import { billOperation, creditDeposit, reserve } from "../../src/ledger/ledger.ts";
+import { billOperation, creditDeposit, type Reservation, reserve } from "../../src/ledger/ledger.ts";
 
 export const MONEY_TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
 export const MONEY_SELECTOR = "0xa0712d68";
@@ -44,17 +44,23 @@ export async function watchedDeposit(
   return { txHash, blockHash };
 }
 
-/** Reserves `maxGasCostWei` for a new authorization of the allowlisted mint; returns its id. */
-export async function reserveMint(db: Db, projectId: string, maxGasCostWei: bigint): Promise<string> {
-  const authId = randomHash();
-  const outcome = await reserve(db, {
+/**
+ * A new authorization of the allowlisted mint for `maxGasCostWei`, as the reservation takes it: a
+ * fresh id, from `sender` (a fresh random one by default), valid from a minute ago for an hour.
+ */
+export function mintReservation(
+  projectId: string,
+  maxGasCostWei: bigint,
+  sender = `0x${randomBytes(20).toString("hex")}`,
+): Reservation {
+  return {
     projectId,
     clientNonce: null,
     requestDigest: null,
-    authId,
+    authId: randomHash(),
     apiKeyId: null,
     chainId: 14601,
-    sender: `0x${randomBytes(20).toString("hex")}`,
+    sender,
     target: MONEY_TARGET,
     selector: MONEY_SELECTOR,
     estimatedGas: 100_000n,
@@ -66,9 +72,15 @@ export async function reserveMint(db: Db, projectId: string, maxGasCostWei: bigi
     validUntilSec: Math.floor(Date.now() / 1000) + 3600,
     response: null,
     requestedAtMs: Date.now(),
-  });
+  };
+}
+
+/** Reserves `maxGasCostWei` for a new authorization of the allowlisted mint; returns its id. */
+export async function reserveMint(db: Db, projectId: string, maxGasCostWei: bigint): Promise<string> {
+  const r = mintReservation(projectId, maxGasCostWei);
+  const outcome = await reserve(db, r);
   assert.equal(outcome.kind, "reserved", JSON.stringify(outcome));
-  return authId;
+  return r.authId;
 }
 
 /** Reserves and settles an operation that cost `costWei`, counted `daysAgo` UTC days back. */
