@@ -195,8 +195,11 @@ describe("a closed or lost thread", () => {
         `import { openStore } from ${src("process/startup.ts")};
 import { pgliteThreadOf } from ${src("db/pglite-thread.ts")};
 const config = { databaseUrl: null, dataDir: ${JSON.stringify(join(dir, "data"))}, dbLockTimeoutMs: 2000, dbConnectTimeoutSec: 1 };
-// The fields of a pino line that matter here; the server passes its pino logger.
-const log = { fatal: (fields, msg) => console.log(JSON.stringify({ level: 60, ...fields, msg })) };
+// What the loss uses of the server's pino logger: a fatal line, and a flush before the exit.
+const log = {
+  fatal: (fields, msg) => console.log(JSON.stringify({ level: 60, ...fields, msg })),
+  flush: (done) => done(),
+};
 const store = await openStore(config, log, undefined, { embeddedThread: true });
 await store.db.query("SELECT 1");
 console.error("opened");

@@ -109,8 +109,13 @@ async function untilAsync(done: () => Promise<boolean>, what: string, ms = 10_00
 const until = (done: () => boolean, what: string, ms?: number) => untilAsync(async () => done(), what, ms);
 
 async function deliveries(projectId: string) {
-  return t.db.query<{ status: string; attempts: number; last_error: string | null }>(
-    `SELECT d.status, d.attempts, d.last_error FROM webhook_deliveries d
+  return t.db.query<{
+    status: string;
+    attempts: number;
+    last_error: string | null;
+    leased_until: Date | null;
+  }>(
+    `SELECT d.status, d.attempts, d.last_error, d.leased_until FROM webhook_deliveries d
      JOIN event_outbox e ON e.id = d.event_id WHERE e.project_id = $1 ORDER BY d.id`,
     [projectId],
   );
@@ -611,23 +616,18 @@ describe("request deadlines without an AbortSignal per request (issue 22: about 
     const hanging = await receiver({ hold: true });
     await addWebhookEndpoint(t, p, hanging.url, ["deposit.credited"]);
     await events(p.projectId, 2);
-    // A timeout far past the test's own bound: only the stop can end these requests in time.
-    const w = webhookWorker(t.db, {
-      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 3 },
-      timeoutMs: 30_000,
-      pollIntervalMs: 20,
-      keyring: t.services.keyring,
-    });
-    workers.push(w);
+    // The helper's timeout (30 s) is far past the test's own bound: only the stop can end these
+    // requests in time.
+    const w = worker({});
     w.start();
     await within(10_000, hanging.waitFor(2), "both requests");
     await within(10_000, w.stop(), "the worker's stop");
     await until(() => hanging.open === 0, "the receiver seeing both requests dropped");
-    const rows = await t.db.query<{ status: string; attempts: number; leased_until: Date | null }>(
-      `SELECT d.status, d.attempts, d.leased_until FROM webhook_deliveries d
-       JOIN event_outbox e ON e.id = d.event_id WHERE e.project_id = $1 ORDER BY d.id`,
-      [p.projectId],
-    );
+    const rows = (await deliveries(p.projectId)).map(({ status, attempts, leased_until }) => ({
+      status,
+      attempts,
+      leased_until,
+    }));
     assert.deepEqual(rows, [
       { status: "pending", attempts: 0, leased_until: null },
       { status: "pending", attempts: 0, leased_until: null },

@@ -57,12 +57,8 @@ export function exitAfterLog(logger: Pick<Logger, "flush">, code: number): void 
   if (exiting) return;
   exiting = true;
   process.exitCode = code;
-  let exited = false;
-  const exit = () => {
-    if (exited) return;
-    exited = true;
-    process.exit(code);
-  };
+  // Whichever comes first, the flush or the bound: process.exit does not return.
+  const exit = () => process.exit(code);
   setTimeout(exit, LOG_EXIT_DRAIN_MS);
   try {
     logger.flush(() => exit());
