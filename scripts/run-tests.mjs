@@ -268,6 +268,10 @@ const cpu = {};
 const totals = { tests: 0, pass: 0, fail: 0, cancelled: 0, skipped: 0, todo: 0 };
 const timings = {};
 const failed = [];
+/** What the spec reporter said of each failing test (failureSummary), printed at the end of the run. */
+const failures = [];
+/** At most this many of those lines: the end of a long log is what survives of it. */
+const FAILURE_LINES = 60;
 const started = Date.now();
 
 const bundleOf = (file) => join(OUT, file.replace(/\.ts$/, ".mjs"));
@@ -379,6 +383,7 @@ function runGroup(group) {
         if (m) totals[key] += Number(m[1]);
       }
       const ok = code === 0 && !timedOut && !hung;
+      if (!ok) failures.push(...failureSummary(text));
       if (group.files.length === 1) {
         timings[group.files[0]] = ms;
         if (!ok) failed.push(group.files[0]);
@@ -401,6 +406,30 @@ function runGroup(group) {
       done();
     });
   });
+}
+
+/**
+ * The spec reporter's "failing tests" section of a process's output, cut to what says why: each
+ * test's name, its error's message and fields, and the first stack frame in a test file. The run
+ * prints these last, so the end of a CI log (often all that is kept of it) says why a test failed.
+ */
+function failureSummary(text) {
+  const start = text.lastIndexOf("✖ failing tests:");
+  if (start < 0) return [];
+  const out = [];
+  let framed = false;
+  for (const line of text.slice(start).split("\n").slice(1)) {
+    const trimmed = line.trim();
+    if (trimmed.startsWith("ℹ ")) break;
+    if (trimmed === "" || trimmed.startsWith("test at ")) continue;
+    if (trimmed.startsWith("✖ ")) framed = false;
+    if (trimmed.startsWith("at ")) {
+      if (framed || !/[/\\](test|src)[/\\]/.test(trimmed) || trimmed.includes("node_modules")) continue;
+      framed = true;
+    }
+    out.push(line.length > 300 ? `${line.slice(0, 300)}…` : line);
+  }
+  return out;
 }
 
 function escapeRegExp(text) {
@@ -431,6 +460,11 @@ if (measureCpu && chosen.length > 1) {
     .sort((a, b) => b[1] - a[1])
     .slice(0, 25))
     console.log(`  ${s.toFixed(1).padStart(6)} s  ${file}`);
+}
+if (failures.length > 0) {
+  const shown = failures.slice(0, FAILURE_LINES);
+  console.log(`why (the failing tests' errors, ${shown.length} of ${failures.length} lines):`);
+  for (const line of shown) console.log(`  ${line}`);
 }
 if (failed.length > 0) console.log(`failed: ${failed.join(", ")}`);
 if (process.env.TEST_TIMINGS_SAVE === "1" && only.length === 0 && scope === "all") {
