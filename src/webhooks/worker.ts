@@ -241,17 +241,25 @@ interface DeliveryPool {
 }
 
 /**
- * Deliveries claimed per slot: the one sending and one waiting for the slot to free. A slot's next
- * delivery starts the moment the receiver answers, without a claim's round trip in between; the
- * claim that refills the wait runs meanwhile. Under `npm run bench` (events subscribed, one
- * endpoint at the default cap of 2) a slot's turn was about 6 ms of exchange, 9-11 ms of record
- * and 8-11 ms of claim, one row a claim: the endpoint got about 70 events a second of the 1,000
- * and more the bench made.
+ * Deliveries claimed per slot: the one sending and up to seven waiting for the slot to free. A
+ * slot's next delivery starts the moment the receiver answers, without a claim's round trip in
+ * between; the claim that refills the wait runs meanwhile. A claim is the costliest statement of
+ * a delivery (embedded, 3 ms of PGlite's CPU: half of it planning, which PGlite cannot keep
+ * between calls), so claims come at most once per REFILL_AFTER_MS, and a slot's share of what
+ * arrives in that time must fit in one. Under `npm run bench` (events subscribed, embedded, one
+ * endpoint at 16 in flight) two per slot and a claim as soon as nothing waited made about 100
+ * claims a second, and 56-57 % of the events were delivered while the scenario ran; eight per slot
+ * and one claim per 20 ms at most made about 42 a second, and every event was delivered during the
+ * scenario (bench/results-2026-11-30-webhook-claim-window.txt).
  */
-const CLAIMED_PER_SLOT = 2;
+const CLAIMED_PER_SLOT = 8;
 
-/** How long a claim that only tops up waiting deliveries is put off, so that it serves several exchanges. */
-const REFILL_AFTER_MS = 10;
+/**
+ * The shortest time between two claims that refill freed slots: what arrives meanwhile goes out
+ * in one claim instead of one claim per exchange. It is also the most a delivery due while the
+ * slots wait can be held back by it.
+ */
+export const REFILL_AFTER_MS = 20;
 
 /**
  * The worker's slots. A delivery holds a slot during its exchange with the receiver; the caps
@@ -289,6 +297,8 @@ function deliveryPool(p: {
   // The claim under way, if any; `again` asks it for one more round (something freed meanwhile).
   let claiming: Promise<void> | null = null;
   let again = false;
+  // When the last claim was asked for (performance.now()): refills keep REFILL_AFTER_MS from it.
+  let lastClaimAt = Number.NEGATIVE_INFINITY;
 
   const count = (c: typeof claimed, d: ClaimedDelivery, by: number) => {
     c.total += by;
@@ -363,6 +373,7 @@ function deliveryPool(p: {
         again = false;
         while (!p.stopped() && claimed.total < CLAIMED_PER_SLOT * p.concurrency) {
           const free = CLAIMED_PER_SLOT * p.concurrency - claimed.total;
+          lastClaimAt = performance.now();
           const got = await p.claim(free, claimed);
           const claimedAt = performance.now();
           for (const d of got) {
@@ -389,18 +400,23 @@ function deliveryPool(p: {
   };
   // While deliveries wait claimed, the freed slots were refilled from them: the claim that tops
   // the wait up can take what several exchanges freed at once, a moment later, instead of one
-  // claim per exchange. Nothing waiting: claim at once, a slot is idle.
+  // claim per exchange. Nothing waiting: claim at once, a slot is idle, unless a claim went out
+  // less than REFILL_AFTER_MS ago: then at the end of that window, with what arrived in it.
   let refillTimer: NodeJS.Timeout | null = null;
   const refill = (): void => {
-    if (waiting.length === 0) {
+    const sinceClaim = performance.now() - lastClaimAt;
+    if (waiting.length === 0 && sinceClaim >= REFILL_AFTER_MS) {
       fillNow();
       return;
     }
     if (refillTimer) return;
-    refillTimer = setTimeout(() => {
-      refillTimer = null;
-      if (!p.stopped()) fillNow();
-    }, REFILL_AFTER_MS);
+    refillTimer = setTimeout(
+      () => {
+        refillTimer = null;
+        if (!p.stopped()) fillNow();
+      },
+      waiting.length === 0 ? REFILL_AFTER_MS - sinceClaim : REFILL_AFTER_MS,
+    );
   };
 
   const fill = (): Promise<void> => {
