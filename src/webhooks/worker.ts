@@ -248,7 +248,7 @@ interface DeliveryPool {
  * between calls), so claims come at most once per REFILL_AFTER_MS, and a slot's share of what
  * arrives in that time must fit in one. Under `npm run bench` (events subscribed, embedded, one
  * endpoint at 16 in flight) two per slot and a claim as soon as nothing waited made about 100
- * claims a second, and 56-57 % of the events were delivered while the scenario ran; eight per slot
+ * claims a second, and 56-61 % of the events were delivered while the scenario ran; eight per slot
  * and one claim per 20 ms at most made about 42 a second, and every event was delivered during the
  * scenario (bench/results-2026-11-30-webhook-claim-window.txt).
  */
