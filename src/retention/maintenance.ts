@@ -2,6 +2,7 @@ import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts
 import type { Db } from "../db/db.ts";
 import { checkpointDueProjects } from "../ledger/checkpoints.ts";
 import { foldOldChainOperations } from "./chain-operations.ts";
+import { type TableUpkeep, vacuumChurnedTables } from "./embedded-vacuum.ts";
 import { forgetOldRefusals } from "./refusals.ts";
 import { forgetExpiredReplays } from "./replays.ts";
 import { forgetOldSenderDays } from "./sender-days.ts";
@@ -48,6 +49,8 @@ export interface MaintenancePass {
   /** Per-sender day counts of days that are final removed (retention/sender-days.ts). */
   senderDaysForgotten: number;
   checkpointed: string[];
+  /** Embedded store only: the tables this pass vacuumed or analysed (retention/embedded-vacuum.ts). */
+  vacuumed: TableUpkeep[];
 }
 
 /**
@@ -58,7 +61,9 @@ export interface MaintenancePass {
  * their paymaster's totals (retention/chain-operations.ts), the per-sender day counts of days that
  * are final are removed (retention/sender-days.ts), and ledger checkpoints are written
  * (ledger/checkpoints.ts). Every instance runs it; every part is safe to run side by side (SKIP
- * LOCKED, and a table lock plus a primary key), so no leader is needed.
+ * LOCKED, and a table lock plus a primary key), so no leader is needed. On the embedded store,
+ * which has no autovacuum, it last vacuums and analyses the tables that churned
+ * (retention/embedded-vacuum.ts).
  */
 export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
   const { batchSize, webhookRetentionDays } = options;
@@ -78,6 +83,7 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
   let outboxPosition: OutboxPosition | null = null;
   // Likewise in its walk over the projects due for a checkpoint (ledger/checkpoints.ts).
   let checkpointPosition = "";
+  let log: WatcherLog | undefined;
   const pass = async (): Promise<MaintenancePass> => {
     const forgotten = await drain(() => forgetExpiredReplays(db, options.now(), batchSize));
     // Deliveries first: an event can only go once its last delivery has.
@@ -109,6 +115,9 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
         checkpointPosition = next;
       },
     );
+    // Last, after the retention steps above have made their dead rows.
+    const vacuumed = await vacuumChurnedTables(db);
+    for (const v of vacuumed) log?.info(v, "embedded store: table vacuumed (no autovacuum in PGlite)");
     return {
       forgotten,
       deliveriesRemoved,
@@ -117,13 +126,19 @@ export function maintenance(db: Db, options: MaintenanceOptions): Maintenance {
       chainOperationsFolded,
       senderDaysForgotten,
       checkpointed,
+      vacuumed,
     };
   };
   let loop: PollLoop | null = null;
   return {
-    start(log) {
+    start(l) {
       if (options.intervalMs === 0 || loop) return;
-      loop = pollLoop(pass, { name: "maintenance", intervalMs: options.intervalMs, ...(log ? { log } : {}) });
+      log = l;
+      loop = pollLoop(pass, {
+        name: "maintenance",
+        intervalMs: options.intervalMs,
+        ...(l ? { log: l } : {}),
+      });
       loop.start();
     },
     async stop() {
