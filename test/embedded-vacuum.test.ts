@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { maintenance } from "../src/retention/maintenance.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+import { emitBalanceLow } from "./support/events.ts";
 import { addWebhookEndpoint } from "./support/receiver.ts";
 
 /**
@@ -33,11 +34,7 @@ function job() {
 
 /** `n` balance.low events of the project, delivered: what the worker's records leave behind. */
 async function deliverEvents(projectId: string, n: number) {
-  await t.db.query(
-    `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[$2::int]),
-       array_fill(jsonb_build_object('chainId', 14601, 'balance', '1', 'threshold', '2'), ARRAY[$2::int]))`,
-    [projectId, n],
-  );
+  await emitBalanceLow(t.db, projectId, n);
   await t.db.query(
     "UPDATE webhook_deliveries SET status = 'succeeded', completed_at = now() WHERE status = 'pending'",
   );
@@ -80,11 +77,7 @@ describe("the upkeep pass on a store without autovacuum", () => {
     await job().pass();
     for (let i = 0; i < 5; i++) await deliverEvents(p.projectId, 2000);
     // Five waiting, due now: what the next claim's window looks for.
-    await t.db.query(
-      `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[5]),
-         array_fill(jsonb_build_object('chainId', 14601, 'balance', '1', 'threshold', '2'), ARRAY[5]))`,
-      [p.projectId],
-    );
+    await emitBalanceLow(t.db, p.projectId, 5);
     const before = await tableStats("webhook_deliveries");
     const pagesBefore = await windowPagesRead();
 
@@ -127,11 +120,7 @@ describe("the upkeep pass on a store without autovacuum", () => {
     const p = await seedProject(t, { slug: `grow-${tag}`, email: `grow-${tag}@example.com` });
     await addWebhookEndpoint(t, p, "https://hooks.example.com/grow", ["balance.low"]);
     // Rows added, none updated or deleted: outbox and deliveries grow, nothing is dead.
-    await t.db.query(
-      `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[3000]),
-         array_fill(jsonb_build_object('chainId', 14601, 'balance', '1', 'threshold', '2'), ARRAY[3000]))`,
-      [p.projectId],
-    );
+    await emitBalanceLow(t.db, p.projectId, 3000);
     const pass = await job().pass();
     const outbox = pass.vacuumed.find((v) => v.table === "event_outbox");
     assert.deepEqual(outbox && { kind: outbox.kind, deadRows: outbox.deadRows }, {

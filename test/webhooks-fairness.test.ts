@@ -25,6 +25,7 @@ import {
   webhookWorker,
 } from "../src/webhooks/worker.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
+import { emitBalanceLow } from "./support/events.ts";
 import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
 
 /**
@@ -113,6 +114,21 @@ async function untilAsync(done: () => Promise<boolean>, what: string, ms = 10_00
 }
 const until = (done: () => boolean, what: string, ms?: number) => untilAsync(async () => done(), what, ms);
 
+/** The test app's store, telling `see` of every statement as it is asked for and as its rows come back. */
+function watched(see: (name: string | undefined, phase: "asked" | "back") => void): Db {
+  return new Proxy(t.db, {
+    get(target, prop, receiver) {
+      if (prop !== "query") return Reflect.get(target, prop, receiver);
+      return async (text: string, values?: unknown[], name?: string) => {
+        see(name, "asked");
+        const rows = await target.query(text, values, name);
+        see(name, "back");
+        return rows;
+      };
+    },
+  }) as Db;
+}
+
 async function deliveries(projectId: string) {
   return t.db.query<{
     status: string;
@@ -192,8 +208,8 @@ describe("webhook fairness across projects", () => {
     const busyEndpoint = await addWebhookEndpoint(t, busy, "https://hooks.example.com/busy", ["balance.low"]);
     await addWebhookEndpoint(t, other, "https://hooks.example.com/other", ["balance.low"]);
     const backlog = 2_000;
-    await emitBalanceLow(busy.projectId, backlog);
-    await emitBalanceLow(other.projectId, 1);
+    await emitBalanceLow(t.db, busy.projectId, backlog);
+    await emitBalanceLow(t.db, other.projectId, 1);
     const caps = { perEndpoint: 2, perProject: 4 };
     const inFlight = {
       byEndpoint: new Map([[busyEndpoint.id, 2]]),
@@ -226,14 +242,14 @@ describe("webhook fairness across projects", () => {
        FROM generate_series(1, 300) g`,
       [failing.projectId],
     );
-    await emitBalanceLow(failing.projectId, 1);
+    await emitBalanceLow(t.db, failing.projectId, 1);
     await t.db.query(
       `UPDATE webhook_deliveries d SET next_attempt_at = now() + interval '1 hour'
        FROM webhook_endpoints e WHERE e.id = d.endpoint_id AND e.project_id = $1 AND d.status = 'pending'`,
       [failing.projectId],
     );
     await addWebhookEndpoint(t, other, "https://hooks.example.com/other", ["balance.low"]);
-    await emitBalanceLow(other.projectId, 1);
+    await emitBalanceLow(t.db, other.projectId, 1);
     const caps = { perEndpoint: 2, perProject: 4 };
     const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
     const read = await claimRowsRead(claimStatement(16, 60_000, caps, idle));
@@ -255,7 +271,7 @@ describe("webhook fairness across projects", () => {
   async function oneDelivery(url: string) {
     const p = await project();
     const endpoint = await addWebhookEndpoint(t, p, url, ["balance.low"]);
-    await emitBalanceLow(p.projectId, 1);
+    await emitBalanceLow(t.db, p.projectId, 1);
     const caps = { perEndpoint: 4, perProject: 4 };
     const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
     const mine = async () =>
@@ -330,7 +346,7 @@ describe("webhook fairness across projects", () => {
     // in each of the five indexes that hold a pending row.
     const p = await project();
     await addWebhookEndpoint(t, p, "https://hooks.example.com/hot", ["balance.low"]);
-    await emitBalanceLow(p.projectId, 8);
+    await emitBalanceLow(t.db, p.projectId, 8);
     const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
     const claim = claimStatement(16, 60_000, { perEndpoint: 16, perProject: 16 }, idle);
     // The counters are read before and after, in the claim's transaction: what PostgreSQL has
@@ -394,19 +410,10 @@ describe("a freed slot does not wait for the database", () => {
     await events(p.projectId, 3);
     // What the worker does, in order: its claims and records as the database sees them, its sends.
     const log: string[] = [];
-    const traced = new Proxy(t.db, {
-      get(target, prop, receiver) {
-        if (prop !== "query") return Reflect.get(target, prop, receiver);
-        return async (text: string, values?: unknown[], name?: string) => {
-          const what =
-            name === "webhook-claim" ? "claim" : name === "webhook-record-attempts" ? "record" : null;
-          if (what) log.push(`${what} asked`);
-          const rows = await target.query(text, values, name);
-          if (what) log.push(`${what} back`);
-          return rows;
-        };
-      },
-    }) as Db;
+    const traced = watched((name, phase) => {
+      const what = name === "webhook-claim" ? "claim" : name === "webhook-record-attempts" ? "record" : null;
+      if (what) log.push(`${what} ${phase}`);
+    });
     const send = webhookSender("allow");
     const w = webhookWorker(traced, {
       retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
@@ -440,15 +447,9 @@ describe("claims under a stream of events (issue 22: a claim is the costliest st
     const r = await receiver({ status: 200 });
     await addWebhookEndpoint(t, p, r.url, ["balance.low"]);
     let claims = 0;
-    const counted = new Proxy(t.db, {
-      get(target, prop, receiver) {
-        if (prop !== "query") return Reflect.get(target, prop, receiver);
-        return (text: string, values?: unknown[], name?: string) => {
-          if (name === "webhook-claim") claims++;
-          return target.query(text, values, name);
-        };
-      },
-    }) as Db;
+    const counted = watched((name, phase) => {
+      if (name === "webhook-claim" && phase === "asked") claims++;
+    });
     const pollIntervalMs = 1000;
     const w = webhookWorker(counted, {
       retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
@@ -461,7 +462,7 @@ describe("claims under a stream of events (issue 22: a claim is the costliest st
     w.start();
     // A steady stream: 5 events at a time, 60 times, each written as the service writes events.
     for (let i = 0; i < 60; i++) {
-      await emitBalanceLow(p.projectId, 5);
+      await emitBalanceLow(t.db, p.projectId, 5);
       await sleep(2);
     }
     await until(() => r.received.length >= 300, "the stream's 300 deliveries");
@@ -553,15 +554,6 @@ describe("request deadlines survive garbage collection", () => {
     assert.match(outcome.kind === "refused" ? outcome.detail : "", /no answer within 300 ms/);
   });
 });
-
-/** `n` balance.low events of the project, written by the store's own emit_events. */
-async function emitBalanceLow(projectId: string, n: number) {
-  await t.db.query(
-    `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[$2::int]),
-       array_fill(jsonb_build_object('chainId', 14601, 'balance', '1', 'threshold', '2'), ARRAY[$2::int]))`,
-    [projectId, n],
-  );
-}
 
 /**
  * Rows of webhook_deliveries a claim reads: its plan, explained (ANALYZE) and rolled back, plus

@@ -40,3 +40,16 @@ export async function assertEventsMatchRegistry(db: Db): Promise<Set<EventType>>
   }
   return seen;
 }
+
+/**
+ * `n` balance.low events of the project, written in one statement by the store's own emit_events
+ * (the outbox row, and a delivery per subscribed endpoint by its fan-out trigger), with a payload
+ * of the registered shape.
+ */
+export async function emitBalanceLow(db: Db, projectId: string, n: number): Promise<void> {
+  await db.query(
+    `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[$2::int]),
+       array_fill(jsonb_build_object('chainId', 14601, 'balance', '1', 'threshold', '2'), ARRAY[$2::int]))`,
+    [projectId, n],
+  );
+}
