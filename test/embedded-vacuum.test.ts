@@ -114,7 +114,6 @@ describe("the upkeep pass on a store without autovacuum", () => {
   });
 
   it("leaves a table whose changes stay under the rule, and analyses one that only grew", async () => {
-    if (t.db.kind === "postgres") return;
     await job().pass();
     const tag = randomBytes(3).toString("hex");
     const p = await seedProject(t, { slug: `grow-${tag}`, email: `grow-${tag}@example.com` });
@@ -122,6 +121,14 @@ describe("the upkeep pass on a store without autovacuum", () => {
     // Rows added, none updated or deleted: outbox and deliveries grow, nothing is dead.
     await emitBalanceLow(t.db, p.projectId, 3000);
     const pass = await job().pass();
+    if (t.db.kind === "postgres") {
+      // Autovacuum's job there: the pass analyses nothing either.
+      assert.deepEqual(pass.vacuumed, []);
+      await t.db.query(
+        "UPDATE webhook_deliveries SET status = 'failed', completed_at = now() WHERE status = 'pending'",
+      );
+      return;
+    }
     const outbox = pass.vacuumed.find((v) => v.table === "event_outbox");
     assert.deepEqual(outbox && { kind: outbox.kind, deadRows: outbox.deadRows }, {
       kind: "analyze",
