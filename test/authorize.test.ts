@@ -467,3 +467,55 @@ describe("revocation", () => {
     }
   });
 });
+
+describe("project settings read per instance", () => {
+  it("requests that find the cached terms and approval settings expired read each once, not once apiece", async () => {
+    let clock = Date.now();
+    const p = await fundedProject(100n * COST);
+    const reads = { terms: 0, approval: 0 };
+    // The same store, counting the two per-project reads an authorization may need, each answered
+    // 50 ms late: as under load, the burst's other requests come to the setting while it is read.
+    const counted = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop !== "query") return Reflect.get(target, prop, receiver);
+        return async (text: string, values?: unknown[], name?: string) => {
+          const terms = text.includes("FROM projects WHERE id = $1") && text.includes("sponsor_icon");
+          const approval = text.includes("FROM project_webhook_settings WHERE project_id = $1");
+          if (terms) reads.terms++;
+          if (approval) reads.approval++;
+          const rows = await target.query(text, values, name);
+          if (terms || approval) await new Promise((resolve) => setTimeout(resolve, 50));
+          return rows;
+        };
+      },
+    });
+    const b = await startTestApp({
+      db: { db: counted, schema: null, drop: async () => {} },
+      now: () => clock,
+    });
+    try {
+      const burst = () =>
+        Promise.all(
+          Array.from({ length: 30 }, () =>
+            b.request({
+              method: "POST",
+              url: "/sponsor/authorize",
+              token: p.apiKey,
+              payload: bodyFor(p.projectId),
+            }),
+          ),
+        );
+      const first = await burst();
+      assert.ok(first.every((r) => r.statusCode === 200));
+      assert.deepEqual(reads, { terms: 1, approval: 1 }, "30 requests on a cold cache");
+      // Past KEY_CACHE_TTL_MS (2 s): every request of the next burst finds both entries expired.
+      clock += 2_001;
+      const second = await burst();
+      assert.ok(second.every((r) => r.statusCode === 200));
+      assert.deepEqual(reads, { terms: 2, approval: 2 }, "30 requests on an expired cache");
+      assert.equal(await balanceOf(p.projectId), 40n * COST);
+    } finally {
+      await b.close();
+    }
+  });
+});

@@ -4,6 +4,7 @@
  * same fee ceilings, the same cached project read (one SQL statement, projects/store.ts), the
  * same dry run and approval webhook.
  */
+import { type ReadThroughCache, readThroughCache } from "../caching.ts";
 import type { Services } from "../context.ts";
 import { dryRunReservation } from "../ledger/ledger.ts";
 import { readSponsorTerms } from "../projects/store.ts";
@@ -15,11 +16,11 @@ import { currentFeeCeilings } from "./pricing.ts";
 export type SponsorDeps = AuthorizeDeps & CheckDeps & OperationDeps;
 
 const built = new WeakMap<Services, SponsorDeps>();
-const caches = new WeakMap<Services, Map<string, unknown>>();
+const caches = new WeakMap<Services, ReadThroughCache<ProjectSponsorTerms>>();
 
 /** Drops a project's cached terms on this instance (after its settings changed here). */
 export function forgetSponsorTerms(services: Services, projectId: string): void {
-  caches.get(services)?.delete(projectId);
+  caches.get(services)?.forget(projectId);
 }
 
 export function sponsorDeps(services: Services): SponsorDeps {
@@ -52,21 +53,15 @@ function build(services: Services): SponsorDeps {
  * Each project's name, icon, validity TTL and unknown-account setting, cached briefly: they are
  * read on every authorization and change rarely. A change made through this instance applies at
  * once (forgetSponsorTerms), one made through another within the cache lifetime
- * (KEY_CACHE_TTL_MS, 2 s by default).
+ * (KEY_CACHE_TTL_MS, 2 s by default). Requests that miss together share one read (caching.ts).
  */
-function termsCache(services: Services) {
-  const cache = new Map<string, { terms: ProjectSponsorTerms; expiresAt: number }>();
+function termsCache(services: Services): ReadThroughCache<ProjectSponsorTerms> {
+  const cache = readThroughCache({
+    max: 10_000,
+    ttlMs: services.config.keyCacheTtlMs,
+    now: services.now,
+    load: (projectId) => readSponsorTerms(services.db, projectId),
+  });
   caches.set(services, cache);
-  const lifetimeMs = services.config.keyCacheTtlMs;
-  return {
-    async get(projectId: string): Promise<ProjectSponsorTerms> {
-      const t = services.now();
-      const hit = cache.get(projectId);
-      if (hit && hit.expiresAt > t) return hit.terms;
-      const terms: ProjectSponsorTerms = await readSponsorTerms(services.db, projectId);
-      if (cache.size > 10_000) cache.clear();
-      cache.set(projectId, { terms, expiresAt: t + lifetimeMs });
-      return terms;
-    },
-  };
+  return cache;
 }

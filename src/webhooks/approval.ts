@@ -10,7 +10,7 @@
  * instance applies at once here and within the cache lifetime elsewhere.
  */
 
-import { Lru } from "../api-keys/lru.ts";
+import { readThroughCache } from "../caching.ts";
 import type { Queryable } from "../db/db.ts";
 import type { ErrorCode } from "../http/catalogue.ts";
 import type { ApprovalCallResult, Metrics } from "../metrics/metrics.ts";
@@ -66,18 +66,17 @@ export function approvalGate(deps: {
   keyring: Keyring;
 }): ApprovalGate {
   const send: WebhookSend = deps.send ?? webhookSender("allow");
-  const cache = new Lru<string, { settings: ApprovalSettings | null; expiresAt: number }>(10_000);
-  const settingsOf = async (projectId: string): Promise<ApprovalSettings | null> => {
-    const t = deps.now();
-    const hit = cache.get(projectId);
-    if (hit && hit.expiresAt > t) return hit.settings;
-    const { approval } = await readSettings(deps.db, projectId);
-    cache.set(projectId, { settings: approval, expiresAt: t + deps.cacheTtlMs });
-    return approval;
-  };
+  // Requests that miss together share one read (caching.ts).
+  const settingsCache = readThroughCache({
+    max: 10_000,
+    ttlMs: deps.cacheTtlMs,
+    now: deps.now,
+    load: async (projectId): Promise<ApprovalSettings | null> =>
+      (await readSettings(deps.db, projectId)).approval,
+  });
   return {
     async check(req) {
-      const settings = await settingsOf(req.projectId);
+      const settings = await settingsCache.get(req.projectId);
       if (!settings) return { kind: "approved", by: "no_webhook" };
       // Nothing is sent unsigned: a secret that cannot be opened is a failure to ask, which the
       // project's fail mode decides like any other.
@@ -94,7 +93,7 @@ export function approvalGate(deps: {
       deps.metrics?.approvalCall(result, (performance.now() - started) / 1000);
       return decide(settings.failMode, answer);
     },
-    forget: (projectId) => void cache.delete(projectId),
+    forget: settingsCache.forget,
   };
 }
 
