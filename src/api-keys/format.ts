@@ -1,4 +1,4 @@
-import { createHash, randomInt } from "node:crypto";
+import { hash, randomInt } from "node:crypto";
 
 /**
  * API keys look like `gsk_` + 40 random base62 characters + a 6-character checksum. The checksum
@@ -28,7 +28,7 @@ export function isWellFormedApiKey(key: string): boolean {
 }
 
 export function apiKeyDigest(key: string): string {
-  return createHash("sha256").update(key).digest("hex");
+  return hash("sha256", key, "hex");
 }
 
 export function apiKeyPreview(key: string): string {
@@ -36,7 +36,7 @@ export function apiKeyPreview(key: string): string {
 }
 
 function checksum(body: string): string {
-  const digest = createHash("sha256").update(`gsk-checksum:${body}`).digest();
+  const digest = hash("sha256", `gsk-checksum:${body}`, "buffer");
   let out = "";
   for (let i = 0; i < CHECKSUM_LENGTH; i++) out += BASE62[digest[i]! % 62];
   return out;

@@ -10,7 +10,7 @@
  * request's signature never leaves the process.
  */
 
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { Address, Hex } from "viem";
 import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
 import type { Config } from "../config.ts";
@@ -329,7 +329,5 @@ function digestOf(req: AuthorizeRequest): string {
     req.chainId,
     req.initCode,
   ];
-  return createHash("sha256")
-    .update(parts.map((p) => String(p).toLowerCase()).join("|"))
-    .digest("hex");
+  return hash("sha256", parts.map((p) => String(p).toLowerCase()).join("|"), "hex");
 }

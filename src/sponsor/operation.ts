@@ -13,7 +13,7 @@
  * operation gets the same answer, byte for byte, and one reservation.
  */
 
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { type Address, concatHex, type Hex, numberToHex } from "viem";
 import { type DecodedCall, decodeCalls } from "../accounts/calls.ts";
 import type { SenderCodeResolver } from "../accounts/code/resolve.ts";
@@ -449,7 +449,7 @@ function operationKey(req: OperationRequest): string {
     p.preVerificationGas,
     p.gasFees,
   ];
-  return createHash("sha256").update(parts.join("|")).digest("hex");
+  return hash("sha256", parts.join("|"), "hex");
 }
 
 function paymasterDataOf(paymasterAndData: Hex): Hex {
