@@ -114,8 +114,9 @@ export async function buildApp({
   app.setValidatorCompiler(validatorCompiler());
   app.addSchema(Problem);
   installErrorHandling(app);
-  app.addHook("onSend", async (request, reply) => {
+  app.addHook("onSend", (request, reply, payload, done) => {
     reply.header("x-request-id", request.id);
+    done(null, payload);
   });
 
   await app.register(swagger, {

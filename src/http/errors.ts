@@ -193,13 +193,17 @@ function routePattern(url: string): RegExp {
  * handler of its own (JSON-RPC at /rpc) does not turn them into something else.
  */
 function installRequestChecks(app: FastifyInstance) {
-  app.addHook("onRequest", async (request, reply) => {
+  // Callback hooks, as the others that run on every request (metrics/http.ts): an async hook costs
+  // a promise and a turn of the microtask queue each. A hook that answers does not call done.
+  app.addHook("onRequest", (request, reply, done) => {
     const { httpVersionMajor, httpVersionMinor } = request.raw;
     if (httpVersionMajor === 1 && httpVersionMinor === 1 && request.headers.host === undefined) {
-      return sendProblem(reply, "malformed_request", "an HTTP/1.1 request needs a Host header");
+      sendProblem(reply, "malformed_request", "an HTTP/1.1 request needs a Host header");
+      return;
     }
+    done();
   });
-  app.addHook("preValidation", async (request, reply) => {
+  app.addHook("preValidation", (request, reply, done) => {
     const parts: [string, unknown][] = [
       ["params", request.params],
       ["querystring", request.query],
@@ -210,8 +214,10 @@ function installRequestChecks(app: FastifyInstance) {
       const path = findNul(value);
       if (path) {
         const detail = `${part}${formatPath(path)} contains a NUL character (U+0000), which text cannot hold`;
-        return sendProblem(reply, "invalid_request", detail);
+        sendProblem(reply, "invalid_request", detail);
+        return;
       }
     }
+    done();
   });
 }

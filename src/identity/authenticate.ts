@@ -27,11 +27,14 @@ export function installAuthentication(app: FastifyInstance, services: Services) 
   // Most routes authenticate before the body is read; a route that answers every failure in its
   // own protocol (JSON-RPC at /rpc, which needs the request's id) asks for it after (preHandler),
   // through the same code, and its error handler maps the refusals.
-  app.addHook("onRequest", async (request) => {
-    if (stageOf(request) === "onRequest") await establishPrincipal(request, services);
+  // Callback hooks: the stage that does not apply answers at once, without a promise.
+  app.addHook("onRequest", (request, _reply, done) => {
+    if (stageOf(request) !== "onRequest") return done();
+    establishPrincipal(request, services).then(() => done(), done);
   });
-  app.addHook("preHandler", async (request) => {
-    if (stageOf(request) === "preHandler") await establishPrincipal(request, services);
+  app.addHook("preHandler", (request, _reply, done) => {
+    if (stageOf(request) !== "preHandler") return done();
+    establishPrincipal(request, services).then(() => done(), done);
   });
 }
 

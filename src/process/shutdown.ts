@@ -112,8 +112,9 @@ export function installShutdown({
  */
 export function httpDrain(app: FastifyInstance): { step: ShutdownStep } {
   let draining = false;
-  app.addHook("onSend", async (_request, reply) => {
+  app.addHook("onSend", (_request, reply, payload, done) => {
     if (draining) reply.header("connection", "close");
+    done(null, payload);
   });
   return {
     step: {

@@ -22,10 +22,10 @@ export function noteRpcParams(request: FastifyRequest, params: unknown[]): void 
 }
 
 export function captureRefusals(app: FastifyInstance, recorder: RefusalRecorder, now: () => number): void {
-  app.addHook("onSend", async (request, reply, payload) => {
-    if (request.errorCode === null) return payload;
+  app.addHook("onSend", (request, reply, payload, done) => {
+    if (request.errorCode === null) return done(null, payload);
     const principal = request.principal;
-    if (principal?.kind !== "apiKey") return payload;
+    if (principal?.kind !== "apiKey") return done(null, payload);
     const answer = answerOf(payload);
     recorder.record({
       projectId: principal.projectId,
@@ -39,7 +39,7 @@ export function captureRefusals(app: FastifyInstance, recorder: RefusalRecorder,
       requestId: String(request.id),
       ...askedOf(request),
     });
-    return payload;
+    done(null, payload);
   });
 }
 
