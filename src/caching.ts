@@ -39,11 +39,17 @@ export function readThroughCache<V>(opts: {
     ignoreFetchAbort: true,
     fetchMethod: async (key) => ({ value: await opts.load(key) }),
   });
+  const fetch = async (key: string): Promise<V> => {
+    const boxed = await cache.fetch(key);
+    // fetchMethod never answers undefined; should lru-cache, the read is made here instead.
+    return boxed ? boxed.value : opts.load(key);
+  };
   return {
-    async get(key) {
-      const boxed = await cache.fetch(key);
-      // fetchMethod never answers undefined; should lru-cache, the read is made here instead.
-      return boxed ? boxed.value : opts.load(key);
+    // A hit (the common case: every authorization asks) skips fetch's bookkeeping: `get` answers
+    // a fresh value and nothing for a key being read, which fetch then joins.
+    get(key) {
+      const hit = cache.get(key);
+      return hit ? Promise.resolve(hit.value) : fetch(key);
     },
     forget: (key) => void cache.delete(key),
   };
