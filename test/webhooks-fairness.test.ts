@@ -115,14 +115,14 @@ async function untilAsync(done: () => Promise<boolean>, what: string, ms = 10_00
 const until = (done: () => boolean, what: string, ms?: number) => untilAsync(async () => done(), what, ms);
 
 /** The test app's store, telling `see` of every statement as it is asked for and as its rows come back. */
-function watched(see: (name: string | undefined, phase: "asked" | "back") => void): Db {
+function watched(see: (name: string | undefined, phase: "asked" | "back", text: string) => void): Db {
   return new Proxy(t.db, {
     get(target, prop, receiver) {
       if (prop !== "query") return Reflect.get(target, prop, receiver);
       return async (text: string, values?: unknown[], name?: string) => {
-        see(name, "asked");
+        see(name, "asked", text);
         const rows = await target.query(text, values, name);
-        see(name, "back");
+        see(name, "back", text);
         return rows;
       };
     },
@@ -678,5 +678,42 @@ describe("request deadlines without an AbortSignal per request (issue 22: about 
       [p.projectId],
     );
     assert.equal(attempts.length, 0);
+  });
+
+  it("a stop hands back everything the worker holds in one or two statements, not one per delivery", async () => {
+    const p = await project();
+    const hanging = await receiver({ hold: true });
+    await addWebhookEndpoint(t, p, hanging.url, ["deposit.credited"]);
+    await events(p.projectId, 20);
+    let releases = 0;
+    // A hand-back is the statement that takes an attempt back and ends the lease.
+    const counted = watched((_name, phase, text) => {
+      if (phase === "asked" && /attempts = (d\.)?attempts - 1, leased_until = NULL/.test(text)) releases++;
+    });
+    // Two exchanges open to the endpoint, and up to eight claimed per slot waiting behind them.
+    const w = webhookWorker(counted, {
+      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
+      timeoutMs: 30_000,
+      pollIntervalMs: 20,
+      keyring: t.services.keyring,
+      caps: { perEndpoint: 2, perProject: 16 },
+    });
+    workers.push(w);
+    w.start();
+    await within(10_000, hanging.waitFor(2), "both requests");
+    const held = await t.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN event_outbox e ON e.id = d.event_id
+       WHERE e.project_id = $1 AND d.leased_until > now()`,
+      [p.projectId],
+    );
+    assert.equal(held[0]!.n, 16, "two sending and fourteen waiting, eight per slot of the endpoint's two");
+    await within(10_000, w.stop(), "the worker's stop");
+    const rows = await deliveries(p.projectId);
+    assert.equal(rows.length, 20);
+    assert.ok(
+      rows.every((r) => r.status === "pending" && r.attempts === 0 && r.leased_until === null),
+      JSON.stringify(rows),
+    );
+    assert.ok(releases >= 1 && releases <= 2, `${releases} statements handed 16 deliveries back`);
   });
 });

@@ -316,10 +316,24 @@ export async function releaseClaim(
   db: Queryable,
   delivery: Pick<ClaimedDelivery, "id" | "claim">,
 ): Promise<void> {
+  await releaseClaims(db, [delivery]);
+}
+
+/**
+ * Hands several claims back in one statement (releaseClaim's rule for each): a stopping worker
+ * hands back everything it holds, up to eight deliveries per slot, at once.
+ */
+export async function releaseClaims(
+  db: Queryable,
+  deliveries: readonly Pick<ClaimedDelivery, "id" | "claim">[],
+): Promise<void> {
+  if (deliveries.length === 0) return;
   await db.query(
-    `UPDATE webhook_deliveries SET attempts = attempts - 1, leased_until = NULL
-     WHERE id = $1 AND claim_seq = $2 AND status = 'pending'`,
-    [delivery.id, delivery.claim],
+    `UPDATE webhook_deliveries d SET attempts = d.attempts - 1, leased_until = NULL
+     FROM unnest($1::bigint[], $2::int[]) AS r (id, claim)
+     WHERE d.id = r.id AND d.claim_seq = r.claim AND d.status = 'pending'`,
+    [deliveries.map((d) => d.id), deliveries.map((d) => d.claim)],
+    "webhook-release-claims",
   );
 }
 

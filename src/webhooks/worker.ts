@@ -24,7 +24,7 @@ import {
   type InFlight,
   type InFlightCaps,
   recordAttempts,
-  releaseClaim,
+  releaseClaims,
 } from "./deliveries.ts";
 import {
   NO_PUBLIC_ADDRESS,
@@ -91,7 +91,14 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
   let log: WatcherLog | undefined;
   // Aborted on stop: requests in flight end at once and their deliveries are handed back.
   let stopping = new AbortController();
-  const attempt = attempter(db, options);
+  // Hand-backs that come together (a stop hands back all that waits, and every request it
+  // aborts) go in one statement: one per delivery was up to eight per slot at each stop.
+  const releaseBatch = batchPerKey(async (_: "release", items: ClaimedDelivery[]) => {
+    await releaseClaims(db, items);
+    return items.map(() => undefined);
+  });
+  const release = (d: ClaimedDelivery) => releaseBatch("release", d);
+  const attempt = attempter(db, options, release);
   // Claims count what is sending and what waits for its slot, one waiting per slot at most.
   const claimCaps: InFlightCaps = {
     perEndpoint: CLAIMED_PER_SLOT * caps.perEndpoint,
@@ -105,7 +112,7 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
     maxWaitMs: leaseMs - options.timeoutMs - 1000,
     claim: (limit, claimed) => claimDue(db, limit, leaseMs, claimCaps, claimed, options.keyring),
     run: (d, exchanged) => attempt(d, stopping.signal, log, exchanged),
-    release: (d) => releaseClaim(db, d),
+    release,
     stopped: () => stopping.signal.aborted,
     warn: (obj, msg) => log?.warn(obj, msg),
   });
@@ -135,7 +142,7 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
 }
 
 /** One attempt of a claimed delivery: the signed POST under its deadline, then its record. */
-function attempter(db: Db, options: WorkerOptions) {
+function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery) => Promise<void>) {
   // Attempts that end while one record is on its way are recorded together in the next statement.
   const recordBatch = batchPerKey((_: "attempts", items: Parameters<typeof recordAttempts>[1]) =>
     recordAttempts(db, items),
@@ -201,7 +208,7 @@ function attempter(db: Db, options: WorkerOptions) {
       if (!delivered(res.status)) error = `HTTP ${res.status}`;
     } catch (err) {
       if (stopping.aborted) {
-        await releaseClaim(db, d);
+        await release(d);
         return;
       }
       ({ outcome, error } = describeFailure(err, options.timeoutMs));
@@ -447,7 +454,7 @@ function deliveryPool(p: {
       const left = waiting;
       waiting = [];
       for (const w of left) handBack(w.d);
-      // Aborted requests hand their deliveries back (releaseClaim) before this resolves.
+      // Aborted requests hand their deliveries back (release) before this resolves.
       await Promise.allSettled([...running]);
     },
   };
