@@ -73,6 +73,11 @@ try {
 const key = (r: Row) => `${r.scenario} @${r.connections}`;
 const of = (side: Row[][], k: string, f: (r: Row) => number) =>
   median(side.flatMap((rows) => rows.filter((r) => key(r) === k).map(f)));
+/** The lowest and highest of a side's runs: on a machine whose speed moves from second to second, the spread says what a median can resolve. */
+const rangeOf = (side: Row[][], k: string, f: (r: Row) => number) => {
+  const values = side.flatMap((rows) => rows.filter((r) => key(r) === k).map(f));
+  return `${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)}`;
+};
 const floorOf = (side: Row[][], connections: number) =>
   median(
     side
@@ -81,15 +86,22 @@ const floorOf = (side: Row[][], connections: number) =>
   );
 
 console.log(`\nmedians of ${runs} run(s) each: ${base.slice(0, 8)} → working tree`);
-console.log("| scenario | req/s | ÷ floor | p99 ms | service µs/req | pg+redis µs/req |");
-console.log("|---|--:|--:|--:|--:|--:|");
+console.log(
+  "| scenario | req/s | ÷ floor | p99 ms | service µs/req | pg+redis µs/req | req/s, lowest–highest run |",
+);
+console.log("|---|--:|--:|--:|--:|--:|--:|");
 for (const k of [...new Set(sides.this[0]!.map(key))]) {
   const pair = (f: (r: Row) => number, digits = 0) =>
     `${of(sides.base, k, f).toFixed(digits)} → ${of(sides.this, k, f).toFixed(digits)}`;
   const connections = Number(k.split("@")[1]);
-  const ratio = (side: Row[][]) => of(side, k, (r) => r.result.requestsPerSec) / floorOf(side, connections);
+  // No floor measured (BENCH_SKIP_FLOOR): no ratio.
+  const ratio = (side: Row[][]) => {
+    const r = of(side, k, (row) => row.result.requestsPerSec) / floorOf(side, connections);
+    return Number.isFinite(r) ? r.toFixed(2) : "-";
+  };
+  const spread = (f: (r: Row) => number) => `${rangeOf(sides.base, k, f)} → ${rangeOf(sides.this, k, f)}`;
   console.log(
-    `| ${k} | ${pair((r) => r.result.requestsPerSec)} | ${ratio(sides.base).toFixed(2)} → ${ratio(sides.this).toFixed(2)} | ${pair((r) => r.result.p99Ms, 1)} | ${pair((r) => r.cpuUs.target)} | ${pair((r) => r.cpuUs.stores)} |`,
+    `| ${k} | ${pair((r) => r.result.requestsPerSec)} | ${ratio(sides.base)} → ${ratio(sides.this)} | ${pair((r) => r.result.p99Ms, 1)} | ${pair((r) => r.cpuUs.target)} | ${pair((r) => r.cpuUs.stores)} | ${spread((r) => r.result.requestsPerSec)} |`,
   );
 }
 // A floor that met other work on the machine flatters the ratios computed against it (processes.ts).
