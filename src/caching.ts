@@ -3,7 +3,7 @@
  * terms, its approval webhook), on lru-cache's `fetch`: one read per key at a time, however many
  * requests miss together. Without that, every request that found the entry expired read it too:
  * under `npm run bench` (50 connections, one project, a 2 s lifetime) about 45 reads of each
- * setting per expiry, as many statements as a third of the reservations' batches.
+ * setting per expiry, the two together half as many statements as the reservations' batches.
  *
  * - A value is reused for `ttlMs`; 0 caches nothing (every get reads).
  * - Requests that miss while a read is under way wait for that read.
