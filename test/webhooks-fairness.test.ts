@@ -14,7 +14,7 @@ import {
   listDeliveries,
   recordAttempts,
   redeliver,
-  releaseClaim,
+  releaseClaims,
 } from "../src/webhooks/deliveries.ts";
 import { webhookSender } from "../src/webhooks/egress.ts";
 import { putApproval } from "../src/webhooks/store.ts";
@@ -302,7 +302,7 @@ describe("webhook fairness across projects", () => {
     const result = answered(200, { kind: "succeeded" });
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: first!, result }]), [false]);
     // Handed back unattempted, it is due at once; recorded, it is done.
-    await releaseClaim(t.db, again!);
+    await releaseClaims(t.db, [again!]);
     const [third] = await mine();
     assert.equal(third?.attempt, 2, "a release gives the attempt back");
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: third!, result }]), [true]);
@@ -323,7 +323,7 @@ describe("webhook fairness across projects", () => {
     assert.equal(second?.attempt, 1, "a fresh schedule: the attempt number starts again");
     const retryNow = answered(503, { kind: "retry", delayMs: 0 });
     assert.deepEqual(await recordAttempts(t.db, [{ delivery: first!, result: retryNow }]), [false]);
-    await releaseClaim(t.db, first!);
+    await releaseClaims(t.db, [first!]);
     assert.deepEqual(await mine(), [], "the second claim's lease holds");
     const [row] = await t.db.query<{ attempts: number; leased: boolean }>(
       "SELECT attempts, leased_until > now() AS leased FROM webhook_deliveries WHERE id = $1",

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
 import { checkApiKey } from "../api-keys/check.ts";
 import { KEY_PREFIX } from "../api-keys/format.ts";
 import type { Services } from "../context.ts";
@@ -28,14 +28,14 @@ export function installAuthentication(app: FastifyInstance, services: Services) 
   // own protocol (JSON-RPC at /rpc, which needs the request's id) asks for it after (preHandler),
   // through the same code, and its error handler maps the refusals.
   // Callback hooks: the stage that does not apply answers at once, without a promise.
-  app.addHook("onRequest", (request, _reply, done) => {
-    if (stageOf(request) !== "onRequest") return done();
-    establishPrincipal(request, services).then(() => done(), done);
-  });
-  app.addHook("preHandler", (request, _reply, done) => {
-    if (stageOf(request) !== "preHandler") return done();
-    establishPrincipal(request, services).then(() => done(), done);
-  });
+  const at =
+    (stage: "onRequest" | "preHandler") =>
+    (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+      if (stageOf(request) !== stage) done();
+      else establishPrincipal(request, services).then(() => done(), done);
+    };
+  app.addHook("onRequest", at("onRequest"));
+  app.addHook("preHandler", at("preHandler"));
 }
 
 function stageOf(request: FastifyRequest): "onRequest" | "preHandler" | null {

@@ -50,16 +50,17 @@ export async function vacuumChurnedTables(db: Db): Promise<TableUpkeep[]> {
   // next statement see them all.
   await db.query("SELECT pg_stat_force_next_flush()");
   const due = await db.query<{ relname: string; dead: number; kind: TableUpkeep["kind"] }>(
-    `SELECT s.relname, s.n_dead_tup::float8 AS dead,
-       CASE WHEN age(c.relfrozenxid) > $5::int THEN 'freeze'
-            WHEN s.n_dead_tup > $1::float8 + $2::float8 * s.n_live_tup THEN 'vacuum'
-            ELSE 'analyze' END AS kind
-     FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-     WHERE s.schemaname = current_schema()
-       AND (s.n_dead_tup > $1::float8 + $2::float8 * s.n_live_tup
-         OR s.n_mod_since_analyze > $3::float8 + $4::float8 * s.n_live_tup
-         OR age(c.relfrozenxid) > $5::int)
-     ORDER BY s.n_dead_tup + s.n_mod_since_analyze DESC, s.relname
+    `SELECT relname, dead,
+       CASE WHEN freeze_due THEN 'freeze' WHEN vacuum_due THEN 'vacuum' ELSE 'analyze' END AS kind
+     FROM (
+       SELECT s.relname, s.n_dead_tup::float8 AS dead, s.n_dead_tup + s.n_mod_since_analyze AS churn,
+         age(c.relfrozenxid) > $5::int AS freeze_due,
+         s.n_dead_tup > $1::float8 + $2::float8 * s.n_live_tup AS vacuum_due,
+         s.n_mod_since_analyze > $3::float8 + $4::float8 * s.n_live_tup AS analyze_due
+       FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+       WHERE s.schemaname = current_schema()) t
+     WHERE freeze_due OR vacuum_due OR analyze_due
+     ORDER BY churn DESC, relname
      LIMIT $6::int`,
     [VACUUM_BASE, VACUUM_SCALE, ANALYZE_BASE, ANALYZE_SCALE, FREEZE_AGE, MAX_TABLES_PER_PASS],
   );

@@ -309,19 +309,10 @@ export async function countPending(db: Queryable, cap: number): Promise<number> 
 }
 
 /**
- * Hands a claim back unattempted (the worker is stopping, or it waited too long to be sent): due
- * again at once, for any instance, in its place in due order.
- */
-export async function releaseClaim(
-  db: Queryable,
-  delivery: Pick<ClaimedDelivery, "id" | "claim">,
-): Promise<void> {
-  await releaseClaims(db, [delivery]);
-}
-
-/**
- * Hands several claims back in one statement (releaseClaim's rule for each): a stopping worker
- * hands back everything it holds, up to eight deliveries per slot, at once.
+ * Hands claims back unattempted (the worker is stopping, or they waited too long to be sent): each
+ * due again at once, for any instance, in its place in due order, unless a later claim or a
+ * redelivery moved it on meanwhile (its claim_seq). One statement for all: a stopping worker hands
+ * back everything it holds, up to eight deliveries per slot, at once.
  */
 export async function releaseClaims(
   db: Queryable,
