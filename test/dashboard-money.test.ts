@@ -12,6 +12,7 @@ import type { Page } from "playwright-core";
 import { fundedProject, seedProject, startTestApp, type TestApp } from "./support/app.ts";
 import { assertNoAxeViolations, LAPTOP_WIDTH, PHONE_WIDTH } from "./support/axe.ts";
 import { type Browser, CHROMIUM, launchBrowser, openPage, screenshot, signIn } from "./support/dashboard.ts";
+import { heldDay } from "./support/held-day.ts";
 import { MONEY_SELECTOR, MONEY_TARGET, reserveMint, spend, watchedDeposit } from "./support/money.ts";
 
 const STUDIO = "money-studio@example.com";
@@ -29,10 +30,12 @@ let page: Page;
 let baseUrl = "";
 let project: Awaited<ReturnType<typeof fundedProject>>;
 const deposits: { txHash: string; block: bigint; amount: bigint }[] = [];
+// Today is the day the 3 S were spent on, for the service and the browser alike.
+const clock = heldDay();
 
 before(async () => {
   assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does)`);
-  t = await startTestApp();
+  t = await startTestApp({ now: clock.now });
   baseUrl = await t.app.listen({ port: 0, host: "127.0.0.1" });
   project = await fundedProject(t, { target: MONEY_TARGET, selector: MONEY_SELECTOR }, 0n, {
     email: STUDIO,
@@ -48,12 +51,18 @@ before(async () => {
   }
   // 7 S spent over the last 7 days (1 S a day on average), 2 S before them, 0.5 S reserved.
   await spend(t.db, PROJECT_ID, 3n * ONE_S, 0);
+  const [today] = await t.db.query<{ ms: string }>(
+    "SELECT (extract(epoch FROM max(settled_at)) * 1000)::bigint::text AS ms FROM sponsorships WHERE project_id = $1",
+    [PROJECT_ID],
+  );
+  clock.hold(Number(today!.ms));
   await spend(t.db, PROJECT_ID, 4n * ONE_S, 3);
   await spend(t.db, PROJECT_ID, 2n * ONE_S, 10);
   await reserveMint(t.db, PROJECT_ID, ONE_S / 2n);
   await seedProject(t, { email: STUDIO, projectId: EMPTY_ID });
   b = await launchBrowser(baseUrl);
   page = b.page;
+  await page.clock.setFixedTime(clock.at);
   await signIn(page, baseUrl, project.ownerToken);
 });
 
@@ -136,7 +145,7 @@ describe("the money view and the deposit history in a browser", () => {
       // 4 S is the highest day: round ticks from 0 S to 4 S, each with its gridline.
       assert.deepEqual(ticks, ["0 S", "1 S", "2 S", "3 S", "4 S"]);
       assert.equal(await cost.locator(".tick line.grid").count(), 5);
-      const today = new Date().toISOString().slice(0, 10);
+      const today = clock.day;
       assert.equal(await cost.locator(`.mark[data-day="${today}"] title`).textContent(), `${today}: 3 S`);
       const cumulative = page.locator("svg.chart.cumulative");
       assert.equal(await cumulative.locator("polyline.line").count(), 1);

@@ -12,6 +12,7 @@ import type { Page } from "playwright-core";
 import { fundedProject, startTestApp, type TestApp } from "./support/app.ts";
 import { assertNoAxeViolations, LAPTOP_WIDTH, PHONE_WIDTH } from "./support/axe.ts";
 import { type Browser, CHROMIUM, launchBrowser, openPage, screenshot, signIn } from "./support/dashboard.ts";
+import { heldDay } from "./support/held-day.ts";
 
 const STUDIO = "refusal-studio@example.com";
 const PROJECT_ID = "refusal-view";
@@ -28,6 +29,8 @@ let b: Browser;
 let page: Page;
 let baseUrl = "";
 let project: Awaited<ReturnType<typeof fundedProject>>;
+// Today is the day the refusals were recorded on, for the service and the browser alike.
+const clock = heldDay();
 
 function authorize(extra: Record<string, unknown>) {
   return t.request({
@@ -48,12 +51,13 @@ function authorize(extra: Record<string, unknown>) {
 
 before(async () => {
   assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does)`);
-  t = await startTestApp();
+  t = await startTestApp({ now: clock.now });
   baseUrl = await t.app.listen({ port: 0, host: "127.0.0.1" });
   project = await fundedProject(t, { target: GAME, selector: MINT }, 10n ** 18n, {
     email: STUDIO,
     projectId: PROJECT_ID,
   });
+  clock.hold(Date.now());
   // Two granted, three refused off the allowlist, one refused for a bad body.
   for (let i = 0; i < 2; i++) assert.equal((await authorize({})).statusCode, 200);
   for (let i = 0; i < 3; i++) assert.equal((await authorize({ target: OTHER })).statusCode, 403);
@@ -61,6 +65,7 @@ before(async () => {
   await t.services.refusals.flush();
   b = await launchBrowser(baseUrl);
   page = b.page;
+  await page.clock.setFixedTime(clock.at);
   await signIn(page, baseUrl, project.ownerToken);
 });
 
@@ -125,7 +130,7 @@ describe("refusals in a browser", () => {
       await open(`#/projects/${PROJECT_ID}/analytics`, /Analytics/);
       const chart = page.locator("svg.chart.stacked");
       await chart.waitFor();
-      const today = new Date().toISOString().slice(0, 10);
+      const today = clock.day;
       assert.equal(
         await chart.locator(`.mark[data-day="${today}"] title`).textContent(),
         `${today}: 4 (not_allowlisted 3, invalid_request 1)`,
