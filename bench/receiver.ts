@@ -4,11 +4,15 @@ import { createServer } from "node:http";
  * The webhook receiver of the bench's webhook scenarios, as a process of its own so that the
  * bench can tell its CPU from the service's and the load generator's ("receiver µs/req"): it
  * approves every sponsorship at once (POST /approve) and acknowledges every event (any other
- * POST); GET /counts says how many of each it answered, GET /health that it is up.
+ * POST; on POST /batched, a batch of events, counted by parsing it as a receiver would);
+ * GET /counts says how many of each it answered (events, not requests), GET /health that it is up.
  */
-const counts = { approvals: 0, events: 0 };
+const counts = { approvals: 0, events: 0, requests: 0 };
 const server = createServer((req, res) => {
-  req.resume();
+  const batched = req.method === "POST" && req.url === "/batched";
+  const chunks: Buffer[] = [];
+  if (batched) req.on("data", (c: Buffer) => chunks.push(c));
+  else req.resume();
   req.on("end", () => {
     if (req.method === "GET") {
       const body = req.url === "/counts" ? JSON.stringify(counts) : '{"status":"ok"}';
@@ -17,7 +21,10 @@ const server = createServer((req, res) => {
       counts.approvals++;
       res.writeHead(200, { "content-type": "application/json" }).end('{"approve":true}');
     } else {
-      counts.events++;
+      counts.requests++;
+      counts.events += batched
+        ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { events: unknown[] }).events.length
+        : 1;
       res.writeHead(204).end();
     }
   });

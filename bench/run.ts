@@ -40,7 +40,8 @@ import { ownerCall, startBenchReceiver } from "./webhooks.ts";
  *   BENCH_SKIP_WEBHOOKS (skip the webhook scenarios: events subscribed, then an approval webhook),
  *   BENCH_SKIP_REFUSALS (skip the refused-requests scenario), BENCH_SKIP_PLAIN (skip the two plain
  *   authorize scenarios), BENCH_SKIP_APPROVAL (skip the approval webhook scenario), BENCH_SKIP_EVENTS
- *   (subscribe no events: the approval webhook scenario alone): to profile one alone,
+ *   (subscribe no events: the approval webhook scenario alone), BENCH_SKIP_BATCHED (skip the scenario
+ *   whose endpoint takes up to 100 events per request): to profile one alone,
  *   BENCH_PG_STATEMENTS=<file> (each scenario's top statements from pg_stat_statements, bench/statements.ts).
  */
 
@@ -260,6 +261,37 @@ async function webhookScenarios(
           ),
         ),
       );
+    }
+    // The same endpoint taking its events in batches (maxEventsPerRequest), then back to one event
+    // per request for the approval scenario, as before batches existed.
+    if (events && !process.env.BENCH_SKIP_BATCHED) {
+      const endpoints = (await call(
+        "GET",
+        `/projects/${seeded.projectId}/webhooks`,
+        undefined,
+      )) as unknown as {
+        id: number;
+      }[];
+      const path = `/projects/${seeded.projectId}/webhooks/${endpoints[0]!.id}`;
+      await call("PATCH", path, { url: `${receiver.url}/batched`, maxEventsPerRequest: 100 });
+      for (const connections of connectionCounts) {
+        const requestsBefore = (await receiver.counts()).requests;
+        out.push(
+          await delivered(`events subscribed, batched, ${connections} connections`, () =>
+            scenario(
+              "authorize, events batched",
+              service,
+              seeded.apiKey,
+              distinct,
+              connections,
+              receiver.child,
+            ),
+          ),
+        );
+        const c = await receiver.counts();
+        console.log(`  (in ${(c.requests - requestsBefore).toLocaleString("en")} requests)`);
+      }
+      await call("PATCH", path, { url: `${receiver.url}/events`, maxEventsPerRequest: 1 });
     }
     if (process.env.BENCH_SKIP_APPROVAL) return out;
     await call("PUT", `/projects/${seeded.projectId}/approval-webhook`, {

@@ -32,12 +32,15 @@ export function statementLog(databaseUrl: string | null): StatementLog | null {
         `SELECT calls::text, total_exec_time AS ms, rows::text, query FROM pg_stat_statements
          WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 30`,
       );
-      const lines = [`# ${scenario}: ${responses} responses; µs per response, calls per response, statement`];
+      const lines = [
+        `# ${scenario}: ${responses} responses; µs per response, calls per response, rows per call, statement`,
+      ];
       for (const r of rows) {
         const query = r.query.replace(/\s+/g, " ").slice(0, 160);
         const perResponse = (Number(r.calls) / responses).toFixed(3);
+        const perCall = (Number(r.rows) / Math.max(1, Number(r.calls))).toFixed(1);
         lines.push(
-          `${((r.ms * 1000) / responses).toFixed(1).padStart(8)}  ${perResponse.padStart(7)}  ${query}`,
+          `${((r.ms * 1000) / responses).toFixed(1).padStart(8)}  ${perResponse.padStart(7)}  ${perCall.padStart(7)}  ${query}`,
         );
       }
       appendFileSync(path, `${lines.join("\n")}\n\n`);

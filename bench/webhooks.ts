@@ -12,7 +12,7 @@ export interface BenchReceiver {
   url: string;
   child: Child;
   /** How many approval requests and events it answered so far. */
-  counts(): Promise<{ approvals: number; events: number }>;
+  counts(): Promise<{ approvals: number; events: number; requests: number }>;
   close(): Promise<void>;
 }
 
@@ -28,7 +28,11 @@ export async function startBenchReceiver(dataDir: string): Promise<BenchReceiver
     url: child.baseUrl,
     child,
     counts: async () =>
-      (await (await fetch(`${child.baseUrl}/counts`)).json()) as { approvals: number; events: number },
+      (await (await fetch(`${child.baseUrl}/counts`)).json()) as {
+        approvals: number;
+        events: number;
+        requests: number;
+      },
     close: async () => {
       await child.stop();
     },

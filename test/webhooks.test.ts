@@ -63,8 +63,13 @@ async function project() {
   return p;
 }
 
-function addEndpoint(p: { projectId: string; ownerToken: string }, url: string, eventTypes = ["*"]) {
-  return addWebhookEndpoint(t, p, url, eventTypes);
+function addEndpoint(
+  p: { projectId: string; ownerToken: string },
+  url: string,
+  eventTypes = ["*"],
+  more: Record<string, unknown> = {},
+) {
+  return addWebhookEndpoint(t, p, url, eventTypes, more);
 }
 
 /** Runs the worker until the project has no pending delivery (bounded by passes, not by time). */
@@ -348,6 +353,148 @@ describe("event webhooks", () => {
       assert.equal(await count(), 0);
       await worker.drain();
       assert.equal(receiver.received.length, 0);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
+describe("batched deliveries", () => {
+  const deposits = async (projectId: string, tag: string, n: number) => {
+    for (let i = 0; i < n; i++) {
+      await creditDeposit(t.db, { projectId, reference: `14601:0x${tag}:${i}`, amountWei: BigInt(i + 1) });
+    }
+  };
+  const deliveriesOf = async (p: { projectId: string; ownerToken: string }, endpointId: number) => {
+    const res = await t.request({
+      method: "GET",
+      url: `/projects/${p.projectId}/webhooks/${endpointId}/deliveries?limit=200`,
+      token: p.ownerToken,
+    });
+    assert.equal(res.statusCode, 200, res.body);
+    return (res.json() as { deliveries: DeliveryJson[] }).deliveries;
+  };
+
+  it("an endpoint that takes batches gets the events due together in signed requests of up to its number, each event as it comes alone", async () => {
+    const p = await project();
+    const single = await startReceiver();
+    const batched = await startReceiver();
+    try {
+      await addEndpoint(p, single.url, ["deposit.credited"]);
+      const endpoint = await addEndpoint(p, batched.url, ["deposit.credited"], { maxEventsPerRequest: 10 });
+      const listed = await t.request({
+        method: "GET",
+        url: `/projects/${p.projectId}/webhooks/${endpoint.id}`,
+        token: p.ownerToken,
+      });
+      assert.equal(listed.json().max_events_per_request, 10);
+      await deposits(p.projectId, "batch", 25);
+      await deliverAll(p.projectId);
+
+      // 25 events due together: one claim, three requests of 10, 10 and 5, oldest first.
+      assert.equal(single.received.length, 25);
+      const alone = new Map(bodies(single.received).map((e) => [e.id, e]));
+      const batches = batched.received.map((r) => JSON.parse(r.body) as { events: EventJson[] });
+      assert.deepEqual(
+        batches.map((b) => b.events.length),
+        [10, 10, 5],
+      );
+      const ids = batches.flatMap((b) => b.events.map((e) => e.id));
+      assert.equal(new Set(ids).size, 25, "each event once");
+      for (const [i, r] of batched.received.entries()) {
+        assert.ok(verify(endpoint.secret, r.headers, r.body), "the secret alone verifies a batch");
+        assert.match(String(r.headers["webhook-id"]), /^batch_[0-9a-f]{32}$/);
+        // Each event in a batch is the object the endpoint would have been sent alone.
+        for (const e of batches[i]!.events) assert.deepEqual(e, alone.get(e.id));
+      }
+      assert.equal(new Set(batched.received.map((r) => r.headers["webhook-id"])).size, 3);
+      // Oldest first, within and across the requests.
+      const amounts = batches.flatMap((b) => b.events.map((e) => Number(e.data.amount)));
+      assert.deepEqual(
+        amounts,
+        Array.from({ length: 25 }, (_, i) => i + 1),
+      );
+      // Every delivery succeeded in one attempt, logged on its own.
+      const log = await deliveriesOf(p, endpoint.id);
+      assert.equal(log.length, 25);
+      assert.ok(log.every((d) => d.status === "succeeded" && d.attempts === 1 && d.log.length === 1));
+      assert.ok(log.every((d) => d.log[0]!.status_code === 200));
+    } finally {
+      await single.close();
+      await batched.close();
+    }
+  });
+
+  it("a batch that fails is one failed attempt of each event in it, each retried on its own until it arrives", async () => {
+    const p = await project();
+    const receiver = await startReceiver();
+    try {
+      const endpoint = await addEndpoint(p, receiver.url, ["deposit.credited"], { maxEventsPerRequest: 100 });
+      receiver.script.push({ status: 500 }, { hold: true });
+      await deposits(p.projectId, "batchfail", 6);
+      await deliverAll(p.projectId);
+      receiver.releaseHeld(200);
+      const requests = receiver.received.map((r) => JSON.parse(r.body) as { events: EventJson[] });
+      assert.equal(requests[0]!.events.length, 6, "the six due together went in one request");
+      assert.ok(receiver.received.every((r) => verify(endpoint.secret, r.headers, r.body)));
+      const arrived = new Set(requests.slice(2).flatMap((b) => b.events.map((e) => e.id)));
+      assert.equal(arrived.size, 6, "after the 500 and the timeout, every event arrived");
+      // Each event's log: the 500, the timeout if it was in the held request (the retries fell due
+      // at different moments, so not every event was), then the 200.
+      const held = new Set(requests[1]!.events.map((e) => e.id));
+      assert.ok(held.size > 0);
+      const log = await deliveriesOf(p, endpoint.id);
+      assert.equal(log.length, 6);
+      for (const d of log) {
+        assert.equal(d.status, "succeeded");
+        const codes = held.has(d.event_id) ? [500, null, 200] : [500, 200];
+        assert.deepEqual(
+          d.log.map((a) => a.status_code),
+          codes,
+        );
+        assert.equal(d.attempts, codes.length);
+        if (held.has(d.event_id)) assert.match(d.log[1]!.error ?? "", /timed out/);
+        assert.equal(d.log.at(-1)!.next_attempt_at, null);
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("the number per request is validated, changed by PATCH, and 1 goes back to one event per request", async () => {
+    const p = await project();
+    const receiver = await startReceiver();
+    try {
+      for (const bad of [0, 101, 2.5, "10", null]) {
+        const res = await t.request({
+          method: "POST",
+          url: `/projects/${p.projectId}/webhooks`,
+          token: p.ownerToken,
+          payload: { url: receiver.url, eventTypes: ["*"], maxEventsPerRequest: bad },
+        });
+        assert.equal(res.statusCode, 400, `${JSON.stringify(bad)}: ${res.body}`);
+        assert.match(String(res.headers["content-type"]), /application\/problem\+json/);
+      }
+      const endpoint = await addEndpoint(p, receiver.url, ["deposit.credited"], { maxEventsPerRequest: 50 });
+      const patch = (body: Record<string, unknown>) =>
+        t.request({
+          method: "PATCH",
+          url: `/projects/${p.projectId}/webhooks/${endpoint.id}`,
+          token: p.ownerToken,
+          payload: body,
+        });
+      assert.equal((await patch({ maxEventsPerRequest: 101 })).statusCode, 400);
+      const one = await patch({ maxEventsPerRequest: 1 });
+      assert.equal(one.statusCode, 200, one.body);
+      assert.equal(one.json().max_events_per_request, 1);
+      await deposits(p.projectId, "one", 3);
+      await deliverAll(p.projectId);
+      assert.equal(receiver.received.length, 3);
+      for (const r of receiver.received) {
+        const event = JSON.parse(r.body) as EventJson;
+        assert.equal(r.headers["webhook-id"], event.id);
+        assert.equal(event.type, "deposit.credited");
+      }
     } finally {
       await receiver.close();
     }

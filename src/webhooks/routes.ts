@@ -23,6 +23,7 @@ import {
   getEndpoint,
   listEndpoints,
   MAX_ENDPOINTS_PER_PROJECT,
+  MAX_EVENTS_PER_REQUEST,
   PREVIOUS_SECRET_GRACE_HOURS,
   putApproval,
   putLowBalanceThreshold,
@@ -56,6 +57,14 @@ const Url = Type.String({
   description: "https (or http) URL the service POSTs to",
 });
 
+/** See MAX_EVENTS_PER_REQUEST; 1 is one event per request, each under its own webhook-id. */
+const MaxEventsPerRequest = Type.Integer({
+  minimum: 1,
+  maximum: MAX_EVENTS_PER_REQUEST,
+  description:
+    'Events sent together in one request at most. 1 (the default): each request is one event, as Standard Webhooks has it. More: each request is a batch, `{"events":[…]}`, of up to this many events that were due together; de-duplicate on each event\'s `id`',
+});
+
 const Endpoint = Type.Object(
   {
     id: Type.Integer(),
@@ -63,6 +72,7 @@ const Endpoint = Type.Object(
     event_types: Type.Array(Type.String()),
     description: Type.String(),
     enabled: Type.Boolean(),
+    max_events_per_request: MaxEventsPerRequest,
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -169,7 +179,12 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
         summary: `Add an event endpoint (at most ${MAX_ENDPOINTS_PER_PROJECT}); its signing secret is in this response only`,
         params: ProjectParams,
         body: Type.Object(
-          { url: Url, eventTypes: EventTypes, description: Type.Optional(Type.String({ maxLength: 256 })) },
+          {
+            url: Url,
+            eventTypes: EventTypes,
+            description: Type.Optional(Type.String({ maxLength: 256 })),
+            maxEventsPerRequest: Type.Optional(MaxEventsPerRequest),
+          },
           { additionalProperties: false },
         ),
         response: responses({ 201: CreatedEndpoint }),
@@ -185,6 +200,7 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
           url: checkedUrl(request.body.url, services.config.webhookPrivateTargets),
           eventTypes: request.body.eventTypes,
           description: request.body.description ?? "",
+          maxEventsPerRequest: request.body.maxEventsPerRequest ?? 1,
           secret,
         }),
       );
@@ -213,7 +229,8 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
       schema: {
         tags,
         security: bearer,
-        summary: "Change an endpoint's URL, event types, description, or pause it (enabled: false)",
+        summary:
+          "Change an endpoint's URL, event types, description, events per request, or pause it (enabled: false)",
         params: EndpointParams,
         body: Type.Object(
           {
@@ -221,6 +238,7 @@ export const webhookRoutes: RoutePlugin = async (app, { services }) => {
             eventTypes: Type.Optional(EventTypes),
             description: Type.Optional(Type.String({ maxLength: 256 })),
             enabled: Type.Optional(Type.Boolean()),
+            maxEventsPerRequest: Type.Optional(MaxEventsPerRequest),
           },
           { additionalProperties: false, minProperties: 1 },
         ),

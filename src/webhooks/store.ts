@@ -15,6 +15,8 @@ import { type Keyring, OPEN_FAILURES, open, seal } from "../secrets/envelope.ts"
 import type { SealedColumns } from "../secrets/reseal.ts";
 
 export const MAX_ENDPOINTS_PER_PROJECT = 10;
+/** The most events an endpoint may take in one request (migration 053 holds the same bound). */
+export const MAX_EVENTS_PER_REQUEST = 100;
 /** How long a rotated-out secret keeps signing beside the new one. */
 export const PREVIOUS_SECRET_GRACE_HOURS = 24;
 
@@ -24,11 +26,14 @@ export interface Endpoint {
   event_types: string[];
   description: string;
   enabled: boolean;
+  /** Events sent in one request at most (1: one event per request, the Standard Webhooks way). */
+  max_events_per_request: number;
   created_at: string;
   updated_at: string;
 }
 
-const ENDPOINT_COLUMNS = "id, url, event_types, description, enabled, created_at, updated_at";
+const ENDPOINT_COLUMNS =
+  "id, url, event_types, description, enabled, max_events_per_request, created_at, updated_at";
 
 interface EndpointRow extends Omit<Endpoint, "created_at" | "updated_at"> {
   created_at: Date;
@@ -42,6 +47,7 @@ function toEndpoint(r: EndpointRow): Endpoint {
     event_types: r.event_types,
     description: r.description,
     enabled: r.enabled,
+    max_events_per_request: r.max_events_per_request,
     created_at: r.created_at.toISOString(),
     updated_at: r.updated_at.toISOString(),
   };
@@ -123,7 +129,14 @@ const openedByRing = new WeakMap<Keyring, Lru<string, OpenedSecret>>();
 export async function createEndpoint(
   tx: Queryable,
   ring: Keyring,
-  e: { projectId: string; url: string; eventTypes: string[]; description: string; secret: string },
+  e: {
+    projectId: string;
+    url: string;
+    eventTypes: string[];
+    description: string;
+    maxEventsPerRequest: number;
+    secret: string;
+  },
 ): Promise<Endpoint | null> {
   await tx.query("SELECT id FROM projects WHERE id = $1 FOR UPDATE", [e.projectId]);
   const [{ n }] = (await tx.query<{ n: number }>(
@@ -135,9 +148,17 @@ export async function createEndpoint(
     "SELECT nextval(pg_get_serial_sequence('webhook_endpoints', 'id')) AS id",
   )) as [{ id: number }];
   const rows = await tx.query<EndpointRow>(
-    `INSERT INTO webhook_endpoints (id, project_id, url, event_types, description, secret)
-     OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${ENDPOINT_COLUMNS}`,
-    [id, e.projectId, e.url, e.eventTypes, e.description, seal(ring, e.secret, endpointBinding(id))],
+    `INSERT INTO webhook_endpoints (id, project_id, url, event_types, description, max_events_per_request, secret)
+     OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${ENDPOINT_COLUMNS}`,
+    [
+      id,
+      e.projectId,
+      e.url,
+      e.eventTypes,
+      e.description,
+      e.maxEventsPerRequest,
+      seal(ring, e.secret, endpointBinding(id)),
+    ],
   );
   return toEndpoint(rows[0]!);
 }
@@ -146,11 +167,18 @@ export async function updateEndpoint(
   db: Queryable,
   projectId: string,
   id: number,
-  change: { url?: string; eventTypes?: string[]; description?: string; enabled?: boolean },
+  change: {
+    url?: string;
+    eventTypes?: string[];
+    description?: string;
+    enabled?: boolean;
+    maxEventsPerRequest?: number;
+  },
 ): Promise<Endpoint | null> {
   const rows = await db.query<EndpointRow>(
     `UPDATE webhook_endpoints SET url = COALESCE($3, url), event_types = COALESCE($4, event_types),
-       description = COALESCE($5, description), enabled = COALESCE($6, enabled), updated_at = now()
+       description = COALESCE($5, description), enabled = COALESCE($6, enabled),
+       max_events_per_request = COALESCE($7, max_events_per_request), updated_at = now()
      WHERE project_id = $1 AND id = $2 RETURNING ${ENDPOINT_COLUMNS}`,
     [
       projectId,
@@ -159,6 +187,7 @@ export async function updateEndpoint(
       change.eventTypes ?? null,
       change.description ?? null,
       change.enabled ?? null,
+      change.maxEventsPerRequest ?? null,
     ],
   );
   return rows[0] ? toEndpoint(rows[0]) : null;

@@ -9,7 +9,14 @@
  * receiver that never answers holds its own slot until the timeout and no other. What a slot may
  * take is bounded per endpoint and per project (the in-flight caps), so one project's backlog or
  * outage takes at most `perProject` slots and the others keep flowing.
+ *
+ * An endpoint that takes several events per request (`max_events_per_request`, migration 053)
+ * gets, in each request, up to that many of its claimed deliveries that wait together: one
+ * exchange, one slot, counted once against the caps, and one attempt of each delivery in it, each
+ * recorded and rescheduled on its own. The request's `webhook-id` names the batch; each event in
+ * it keeps its own id, which is what such a receiver de-duplicates on.
  */
+import { hash } from "node:crypto";
 
 import { batchPerKey } from "../batching.ts";
 import { type PollLoop, pollLoop, type WatcherLog } from "../chains/poll-loop.ts";
@@ -77,6 +84,24 @@ export function eventBody(
     projectId: d.projectId,
     data: d.payload,
   });
+}
+
+/**
+ * Several events in one request: `{"events":[…]}`, each exactly as eventBody has it, oldest claim
+ * first. The same deliveries in the same order make the same bytes.
+ */
+export function batchBody(group: readonly Parameters<typeof eventBody>[0][]): string {
+  return `{"events":[${group.map(eventBody).join(",")}]}`;
+}
+
+/**
+ * A batch's `webhook-id`: `batch_` and the first 128 bits of the SHA-256 of its event ids, so a
+ * retry of the same events in the same order repeats it. A failed batch's events may be retried in
+ * other company (each on its own schedule), under another id: receivers de-duplicate on each
+ * event's `id`.
+ */
+export function batchId(group: readonly Pick<ClaimedDelivery, "eventId">[]): string {
+  return `batch_${hash("sha256", group.map((d) => d.eventId).join(",")).slice(0, 32)}`;
 }
 
 /** Slots per instance, and the caps within them, unless the configuration says otherwise. */
@@ -180,15 +205,23 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
     );
   };
   return async (
-    d: ClaimedDelivery,
+    group: ClaimedDelivery[],
     stopping: AbortSignal,
     log: WatcherLog | undefined,
     exchanged: () => void,
   ): Promise<void> => {
-    if (d.secretProblem !== null) return notSent(d, d.secretProblem, log);
-    const body = eventBody(d);
+    // One endpoint's deliveries; the latest claim carries its newest secrets.
+    const signer = group[group.length - 1]!;
+    if (signer.secretProblem !== null) {
+      const problem = signer.secretProblem;
+      await Promise.all(group.map((d) => notSent(d, problem, log)));
+      return;
+    }
+    const batched = signer.perRequest > 1;
+    const body = batched ? batchBody(group) : eventBody(signer);
+    const id = batched ? batchId(group) : signer.eventId;
     const startedAt = new Date(now());
-    const headers = signedHeaders(d.secrets, d.eventId, Math.floor(startedAt.getTime() / 1000), body);
+    const headers = signedHeaders(signer.secrets, id, Math.floor(startedAt.getTime() / 1000), body);
     let statusCode: number | null = null;
     let error: string | null = null;
     let outcome: WebhookAttemptOutcome;
@@ -196,7 +229,7 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
     const exchangeStarted = performance.now();
     const limit = deadline(options.timeoutMs, stopping);
     try {
-      const res = await send(d.url, {
+      const res = await send(signer.url, {
         headers: { ...headers, "user-agent": "gas-sponsorship-webhooks/1" },
         body,
         signal: limit.signal,
@@ -208,7 +241,7 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
       if (!delivered(res.status)) error = `HTTP ${res.status}`;
     } catch (err) {
       if (stopping.aborted) {
-        await release(d);
+        await Promise.all(group.map(release));
         return;
       }
       ({ outcome, error } = describeFailure(err, options.timeoutMs));
@@ -217,24 +250,29 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
     }
     // The receiver is done with this request: its slot may take the next before the record is in.
     exchanged();
-    options.metrics?.webhookAttempt(outcome, (performance.now() - exchangeStarted) / 1000);
+    const seconds = (performance.now() - exchangeStarted) / 1000;
     const latencyMs = Math.max(0, now() - startedAt.getTime());
-    const after = error === null ? null : afterFailure(options.retry, d.attempt, random());
-    const next =
-      after === null
-        ? ({ kind: "succeeded" } as const)
-        : after.kind === "retry"
-          ? ({ kind: "retry", delayMs: after.delayMs } as const)
-          : ({ kind: "failed" } as const);
-    const recorded = await record(d, { startedAt, latencyMs, statusCode, error, next });
-    // Counted only when the delivery really ended failed (not when redelivered meanwhile).
-    if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
-    if (next.kind === "failed") {
-      log?.warn(
-        { delivery: d.id, event: d.eventId, attempts: d.attempt, error },
-        "webhook delivery failed for good",
-      );
-    }
+    await Promise.all(
+      group.map(async (d) => {
+        options.metrics?.webhookAttempt(outcome, seconds);
+        const after = error === null ? null : afterFailure(options.retry, d.attempt, random());
+        const next =
+          after === null
+            ? ({ kind: "succeeded" } as const)
+            : after.kind === "retry"
+              ? ({ kind: "retry", delayMs: after.delayMs } as const)
+              : ({ kind: "failed" } as const);
+        const recorded = await record(d, { startedAt, latencyMs, statusCode, error, next });
+        // Counted only when the delivery really ended failed (not when redelivered meanwhile).
+        if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
+        if (next.kind === "failed") {
+          log?.warn(
+            { delivery: d.id, event: d.eventId, attempts: d.attempt, error },
+            "webhook delivery failed for good",
+          );
+        }
+      }),
+    );
   };
 }
 
@@ -285,8 +323,11 @@ function deliveryPool(p: {
   caps: InFlightCaps;
   maxWaitMs: number;
   claim(limit: number, claimed: InFlight): Promise<ClaimedDelivery[]>;
-  /** Attempts a delivery; calls `exchanged` once the receiver is done with it (or never reached). */
-  run(d: ClaimedDelivery, exchanged: () => void): Promise<void>;
+  /**
+   * Attempts one endpoint's deliveries in one request (one delivery unless the endpoint takes
+   * batches); calls `exchanged` once the receiver is done with it (or never reached).
+   */
+  run(group: ClaimedDelivery[], exchanged: () => void): Promise<void>;
   /** Hands a claimed delivery back unattempted, due at once. */
   release(d: ClaimedDelivery): Promise<void>;
   stopped(): boolean;
@@ -317,15 +358,17 @@ function deliveryPool(p: {
     void work.finally(() => running.delete(work));
   };
 
-  const launch = (d: ClaimedDelivery): void => {
-    launched++;
+  /** One exchange: a slot and one count against the caps, however many deliveries it carries. */
+  const launch = (group: ClaimedDelivery[]): void => {
+    const d = group[0]!;
+    launched += group.length;
     count(sending, d, 1);
     let open = true;
     const exchanged = () => {
       if (!open) return;
       open = false;
       count(sending, d, -1);
-      count(claimed, d, -1);
+      for (const g of group) count(claimed, g, -1);
       if (!p.stopped()) {
         startWaiting();
         refill();
@@ -333,10 +376,13 @@ function deliveryPool(p: {
     };
     track(
       p
-        .run(d, exchanged)
-        // Not recorded (the database is away): the lease brings the delivery back.
+        .run(group, exchanged)
+        // Not recorded (the database is away): the lease brings the deliveries back.
         .catch((err) =>
-          p.warn({ delivery: d.id, err: (err as Error).message }, "webhook attempt not recorded"),
+          p.warn(
+            { deliveries: group.map((g) => g.id), err: (err as Error).message },
+            "webhook attempt not recorded",
+          ),
         )
         .finally(exchanged),
     );
@@ -354,22 +400,37 @@ function deliveryPool(p: {
     );
   };
 
-  /** Starts the waiting deliveries that fit under the caps now, oldest first. */
+  /**
+   * Starts the waiting deliveries that fit under the caps now, oldest first. A delivery to an
+   * endpoint that takes batches takes with it the endpoint's later waiting deliveries, up to the
+   * endpoint's number per request.
+   */
   const startWaiting = (): void => {
     // Once stopped nothing starts: settle hands back what waits, a claim that returns late included.
     if (waiting.length === 0 || p.stopped()) return;
     const now = performance.now();
+    const stale = (w: (typeof waiting)[number]) => now - w.claimedAt > p.maxWaitMs;
     const still: typeof waiting = [];
-    for (const w of waiting) {
+    const taken = new Set<(typeof waiting)[number]>();
+    for (let i = 0; i < waiting.length; i++) {
+      const w = waiting[i]!;
+      if (taken.has(w)) continue;
       const d = w.d;
-      if (now - w.claimedAt > p.maxWaitMs) handBack(d);
+      if (stale(w)) handBack(d);
       else if (
         sending.total < p.concurrency &&
         (sending.byEndpoint.get(d.endpointId) ?? 0) < p.caps.perEndpoint &&
         (sending.byProject.get(d.projectId) ?? 0) < p.caps.perProject
-      )
-        launch(d);
-      else still.push(w);
+      ) {
+        const group = [d];
+        for (let j = i + 1; j < waiting.length && group.length < d.perRequest; j++) {
+          const other = waiting[j]!;
+          if (other.d.endpointId !== d.endpointId || taken.has(other) || stale(other)) continue;
+          taken.add(other);
+          group.push(other.d);
+        }
+        launch(group);
+      } else still.push(w);
     }
     waiting = still;
   };

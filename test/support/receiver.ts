@@ -106,12 +106,13 @@ export async function addWebhookEndpoint(
   p: { projectId: string; ownerToken: string },
   url: string,
   eventTypes: string[] = ["*"],
+  more: Record<string, unknown> = {},
 ): Promise<{ id: number; secret: string }> {
   const res = await t.request({
     method: "POST",
     url: `/projects/${p.projectId}/webhooks`,
     token: p.ownerToken,
-    payload: { url, eventTypes },
+    payload: { url, eventTypes, ...more },
   });
   assert.equal(res.statusCode, 201, res.body);
   const body = res.json() as { id: number; secret: string };
