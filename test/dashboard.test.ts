@@ -224,6 +224,7 @@ describe("the dashboard in a browser", () => {
     await open(`#/projects/${PROJECT_ID}/webhooks`, /Webhooks/);
     await page.getByLabel("URL", { exact: true }).fill("https://hooks.example.com/gas");
     await page.getByLabel("Description").fill("game backend");
+    await page.getByLabel("Events per request").fill("20");
     await page.getByRole("button", { name: "Add endpoint" }).click();
     await page.getByRole("heading", { name: "The endpoint's signing secret — shown once" }).waitFor();
     s.t.secrets.add(await page.getByLabel("Signing secret").inputValue());
@@ -231,6 +232,8 @@ describe("the dashboard in a browser", () => {
     await assertAccessibleAtBothWidths(page, "10-webhooks");
     await page.getByRole("button", { name: "I have stored it" }).click();
     await page.getByRole("link", { name: "https://hooks.example.com/gas" }).waitFor();
+    const row = page.getByRole("row", { name: /hooks\.example\.com\/gas/ });
+    assert.equal(await row.getByRole("cell").nth(2).locator(".cell-value").textContent(), "20");
   });
 
   test("sets and removes an approval webhook, and sets a low-balance alert", async () => {

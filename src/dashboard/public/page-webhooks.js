@@ -72,6 +72,18 @@ export async function render(ctx) {
     [
       field("URL", { name: "url", type: "url", required: true, placeholder: "https://…" }),
       field("Description", { name: "description", maxlength: 256 }),
+      field(
+        "Events per request",
+        {
+          name: "maxEventsPerRequest",
+          type: "number",
+          min: 1,
+          max: 100,
+          step: 1,
+          placeholder: "1",
+        },
+        '1 sends each event alone. More sends the events due together in one request, {"events":[…]}: de-duplicate on each event\'s id.',
+      ),
       types,
     ],
     "Add endpoint",
@@ -83,6 +95,8 @@ export async function render(ctx) {
         url: data.url,
         eventTypes,
         description: data.description,
+        // Left empty: 1, each event alone.
+        maxEventsPerRequest: data.maxEventsPerRequest ? Number(data.maxEventsPerRequest) : 1,
       });
       showSecret(created.secret, "The endpoint's signing secret");
     },
@@ -110,6 +124,7 @@ export async function render(ctx) {
     return [
       h("a", { href: `#/projects/${encodeURIComponent(id)}/webhooks?endpoint=${e.id}` }, e.url),
       e.event_types.join(", "),
+      String(e.max_events_per_request),
       e.description,
       e.enabled ? badge("enabled") : badge("paused", "expired"),
       h(
@@ -157,7 +172,12 @@ export async function render(ctx) {
     section("Add an endpoint", create, reveal),
     section(
       "Endpoints",
-      table("Webhook endpoints", ["URL", "Events", "Description", "State", "Actions"], rows, "No endpoints."),
+      table(
+        "Webhook endpoints",
+        ["URL", "Events", "Per request", "Description", "State", "Actions"],
+        rows,
+        "No endpoints.",
+      ),
     ),
     log,
     approval,
