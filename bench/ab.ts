@@ -76,8 +76,12 @@ const of = (side: Row[][], k: string, f: (r: Row) => number) =>
 /** The lowest and highest of a side's runs: on a machine whose speed moves from second to second, the spread says what a median can resolve. */
 const rangeOf = (side: Row[][], k: string, f: (r: Row) => number) => {
   const values = side.flatMap((rows) => rows.filter((r) => key(r) === k).map(f));
+  // A scenario one side does not have (added by the change): "-".
+  if (values.length === 0) return "-";
   return `${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)}`;
 };
+/** A side's median, or "-" for a scenario that side does not have. */
+const shown = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
 const floorOf = (side: Row[][], connections: number) =>
   median(
     side
@@ -92,7 +96,7 @@ console.log(
 console.log("|---|--:|--:|--:|--:|--:|--:|");
 for (const k of [...new Set(sides.this[0]!.map(key))]) {
   const pair = (f: (r: Row) => number, digits = 0) =>
-    `${of(sides.base, k, f).toFixed(digits)} → ${of(sides.this, k, f).toFixed(digits)}`;
+    `${shown(of(sides.base, k, f), digits)} → ${shown(of(sides.this, k, f), digits)}`;
   const connections = Number(k.split("@")[1]);
   // No floor measured (BENCH_SKIP_FLOOR): no ratio.
   const ratio = (side: Row[][]) => {
