@@ -720,4 +720,31 @@ describe("request deadlines without an AbortSignal per request (issue 22: about 
     );
     assert.ok(releases >= 1 && releases <= 2, `${releases} statements handed 16 deliveries back`);
   });
+
+  it("a stop hands back every delivery of a batch in flight, and those waiting behind it", async () => {
+    const p = await project();
+    const hanging = await receiver({ hold: true });
+    await addWebhookEndpoint(t, p, hanging.url, ["deposit.credited"], { maxEventsPerRequest: 5 });
+    await events(p.projectId, 20);
+    // Two requests open to the endpoint, five events each; sixteen claimed, six of them waiting.
+    const w = webhookWorker(t.db, {
+      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
+      timeoutMs: 30_000,
+      pollIntervalMs: 20,
+      keyring: t.services.keyring,
+      caps: { perEndpoint: 2, perProject: 16 },
+    });
+    workers.push(w);
+    w.start();
+    await within(10_000, hanging.waitFor(2), "both requests");
+    const sizes = hanging.received.map((r) => (JSON.parse(r.body) as { events: unknown[] }).events.length);
+    assert.deepEqual(sizes, [5, 5]);
+    await within(10_000, w.stop(), "the worker's stop");
+    const rows = await deliveries(p.projectId);
+    assert.equal(rows.length, 20);
+    assert.ok(
+      rows.every((r) => r.status === "pending" && r.attempts === 0 && r.leased_until === null),
+      JSON.stringify(rows),
+    );
+  });
 });
