@@ -721,6 +721,59 @@ describe("request deadlines without an AbortSignal per request (issue 22: about 
     assert.ok(releases >= 1 && releases <= 2, `${releases} statements handed 16 deliveries back`);
   });
 
+  it("an endpoint changed back to one event per request while its deliveries wait: the batch formed before still sends every one", async () => {
+    const p = await project();
+    const r = await receiver({ hold: true });
+    const endpoint = await addWebhookEndpoint(t, p, r.url, ["deposit.credited"], { maxEventsPerRequest: 10 });
+    const w = webhookWorker(t.db, {
+      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
+      timeoutMs: 30_000,
+      pollIntervalMs: 20,
+      keyring: t.services.keyring,
+      caps: { perEndpoint: 1, perProject: 16 },
+    });
+    workers.push(w);
+    const leased = async () =>
+      (
+        await t.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN event_outbox e ON e.id = d.event_id
+           WHERE e.project_id = $1 AND d.leased_until > now()`,
+          [p.projectId],
+        )
+      )[0]!.n;
+    w.start();
+    // The first event goes out alone and is held: the endpoint's one exchange is busy.
+    await events(p.projectId, 1);
+    await within(10_000, r.waitFor(1), "the first request");
+    // The second is claimed while the endpoint still takes batches, the third after it stopped.
+    await events(p.projectId, 1);
+    await untilAsync(async () => (await leased()) === 2, "the second event claimed");
+    const patched = await t.request({
+      method: "PATCH",
+      url: `/projects/${p.projectId}/webhooks/${endpoint.id}`,
+      token: p.ownerToken,
+      payload: { maxEventsPerRequest: 1 },
+    });
+    assert.equal(patched.statusCode, 200, patched.body);
+    await events(p.projectId, 1);
+    await untilAsync(async () => (await leased()) === 3, "the third event claimed");
+    r.fallback = { status: 200 };
+    r.releaseHeld(200);
+    await until(() => r.received.length >= 2, "the second request");
+    await untilAsync(
+      async () => (await deliveries(p.projectId)).every((d) => d.status === "succeeded"),
+      "every delivery succeeded",
+    );
+    // Every event that was recorded delivered was in a request the receiver got.
+    const sent = r.received.flatMap((x) => (JSON.parse(x.body) as { events: { id: string }[] }).events);
+    const ids = await t.db.query<{ event_id: string }>(
+      "SELECT event_id FROM event_outbox WHERE project_id = $1",
+      [p.projectId],
+    );
+    assert.deepEqual(sent.map((e) => e.id).sort(), ids.map((e) => e.event_id).sort());
+    assert.equal(r.received.length, 2, "the two waiting went together, in the batch formed for them");
+  });
+
   it("a stop hands back every delivery of a batch in flight, and those waiting behind it", async () => {
     const p = await project();
     const hanging = await receiver({ hold: true });

@@ -217,7 +217,9 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
       await Promise.all(group.map((d) => notSent(d, problem, log)));
       return;
     }
-    const batched = signer.perRequest > 1;
+    // Whether the endpoint took batches when the group was formed (its first delivery's claim):
+    // several deliveries always go as a batch, so that none is recorded without being sent.
+    const batched = group.length > 1 || group[0]!.perRequest > 1;
     const body = batched ? batchBody(group) : eventBody(signer);
     const id = batched ? batchId(group) : signer.eventId;
     const startedAt = new Date(now());
