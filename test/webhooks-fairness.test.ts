@@ -11,6 +11,7 @@ import {
   type AttemptResult,
   claimDue,
   claimStatement,
+  type InFlightCaps,
   listDeliveries,
   recordAttempts,
   redeliver,
@@ -113,6 +114,40 @@ async function untilAsync(done: () => Promise<boolean>, what: string, ms = 10_00
   }
 }
 const until = (done: () => boolean, what: string, ms?: number) => untilAsync(async () => done(), what, ms);
+
+/** A worker on `db` that retries nothing within a test and waits long for its receivers. */
+function patientWorker(db: Db, caps: Partial<InFlightCaps>): WebhookWorker {
+  const w = webhookWorker(db, {
+    retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
+    timeoutMs: 30_000,
+    pollIntervalMs: 20,
+    keyring: t.services.keyring,
+    caps,
+  });
+  workers.push(w);
+  return w;
+}
+
+/** The project's deliveries under a lease now: claimed by a worker, sending or waiting. */
+async function leasedCount(projectId: string): Promise<number> {
+  const rows = await t.db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN event_outbox e ON e.id = d.event_id
+     WHERE e.project_id = $1 AND d.leased_until > now()`,
+    [projectId],
+  );
+  return rows[0]!.n;
+}
+
+/** Stops `w`, then checks that each of the project's `n` deliveries is due again as if never claimed. */
+async function stopsHandingBackAll(w: WebhookWorker, projectId: string, n: number): Promise<void> {
+  await within(10_000, w.stop(), "the worker's stop");
+  const rows = await deliveries(projectId);
+  assert.equal(rows.length, n);
+  assert.ok(
+    rows.every((r) => r.status === "pending" && r.attempts === 0 && r.leased_until === null),
+    JSON.stringify(rows),
+  );
+}
 
 /** The worker's claim and its record of attempts, told by their text (both are unnamed statements). */
 const isClaim = (text: string) => text.includes("webhook_claim_window(");
@@ -695,29 +730,15 @@ describe("request deadlines without an AbortSignal per request (issue 22: about 
       if (phase === "asked" && /attempts = (d\.)?attempts - 1, leased_until = NULL/.test(text)) releases++;
     });
     // Two exchanges open to the endpoint, and up to eight claimed per slot waiting behind them.
-    const w = webhookWorker(counted, {
-      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
-      timeoutMs: 30_000,
-      pollIntervalMs: 20,
-      keyring: t.services.keyring,
-      caps: { perEndpoint: 2, perProject: 16 },
-    });
-    workers.push(w);
+    const w = patientWorker(counted, { perEndpoint: 2, perProject: 16 });
     w.start();
     await within(10_000, hanging.waitFor(2), "both requests");
-    const held = await t.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN event_outbox e ON e.id = d.event_id
-       WHERE e.project_id = $1 AND d.leased_until > now()`,
-      [p.projectId],
+    assert.equal(
+      await leasedCount(p.projectId),
+      16,
+      "two sending and fourteen waiting, eight per slot of the endpoint's two",
     );
-    assert.equal(held[0]!.n, 16, "two sending and fourteen waiting, eight per slot of the endpoint's two");
-    await within(10_000, w.stop(), "the worker's stop");
-    const rows = await deliveries(p.projectId);
-    assert.equal(rows.length, 20);
-    assert.ok(
-      rows.every((r) => r.status === "pending" && r.attempts === 0 && r.leased_until === null),
-      JSON.stringify(rows),
-    );
+    await stopsHandingBackAll(w, p.projectId, 20);
     assert.ok(releases >= 1 && releases <= 2, `${releases} statements handed 16 deliveries back`);
   });
 
@@ -725,22 +746,8 @@ describe("request deadlines without an AbortSignal per request (issue 22: about 
     const p = await project();
     const r = await receiver({ hold: true });
     const endpoint = await addWebhookEndpoint(t, p, r.url, ["deposit.credited"], { maxEventsPerRequest: 10 });
-    const w = webhookWorker(t.db, {
-      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
-      timeoutMs: 30_000,
-      pollIntervalMs: 20,
-      keyring: t.services.keyring,
-      caps: { perEndpoint: 1, perProject: 16 },
-    });
-    workers.push(w);
-    const leased = async () =>
-      (
-        await t.db.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN event_outbox e ON e.id = d.event_id
-           WHERE e.project_id = $1 AND d.leased_until > now()`,
-          [p.projectId],
-        )
-      )[0]!.n;
+    const w = patientWorker(t.db, { perEndpoint: 1, perProject: 16 });
+    const leased = () => leasedCount(p.projectId);
     w.start();
     // The first event goes out alone and is held: the endpoint's one exchange is busy.
     await events(p.projectId, 1);
@@ -780,24 +787,11 @@ describe("request deadlines without an AbortSignal per request (issue 22: about 
     await addWebhookEndpoint(t, p, hanging.url, ["deposit.credited"], { maxEventsPerRequest: 5 });
     await events(p.projectId, 20);
     // Two requests open to the endpoint, five events each; sixteen claimed, six of them waiting.
-    const w = webhookWorker(t.db, {
-      retry: { baseDelayMs: 60_000, maxDelayMs: 60_000, maxAttempts: 2 },
-      timeoutMs: 30_000,
-      pollIntervalMs: 20,
-      keyring: t.services.keyring,
-      caps: { perEndpoint: 2, perProject: 16 },
-    });
-    workers.push(w);
+    const w = patientWorker(t.db, { perEndpoint: 2, perProject: 16 });
     w.start();
     await within(10_000, hanging.waitFor(2), "both requests");
     const sizes = hanging.received.map((r) => (JSON.parse(r.body) as { events: unknown[] }).events.length);
     assert.deepEqual(sizes, [5, 5]);
-    await within(10_000, w.stop(), "the worker's stop");
-    const rows = await deliveries(p.projectId);
-    assert.equal(rows.length, 20);
-    assert.ok(
-      rows.every((r) => r.status === "pending" && r.attempts === 0 && r.leased_until === null),
-      JSON.stringify(rows),
-    );
+    await stopsHandingBackAll(w, p.projectId, 20);
   });
 });
