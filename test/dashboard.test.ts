@@ -230,6 +230,9 @@ describe("the dashboard in a browser", () => {
     s.t.secrets.add(await page.getByLabel("Signing secret").inputValue());
     await screenshot(page, "10-webhooks");
     await assertAccessibleAtBothWidths(page, "10-webhooks");
+    // The form is back to its defaults for the next endpoint: every event ticked, nothing typed.
+    assert.equal(await page.getByLabel("every event (*)").isChecked(), true);
+    assert.equal(await page.getByLabel("URL", { exact: true }).inputValue(), "");
     await page.getByRole("button", { name: "I have stored it" }).click();
     await page.getByRole("link", { name: "https://hooks.example.com/gas" }).waitFor();
     const row = page.getByRole("row", { name: /hooks\.example\.com\/gas/ });

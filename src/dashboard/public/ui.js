@@ -14,8 +14,14 @@ export function h(tag, props = {}, ...children) {
     if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
     else if (key === "class") el.setAttribute("class", value);
     else if (key === "text") el.textContent = value;
-    else if (key === "value" && "value" in el) el.value = value;
-    else if (key === "checked" || key === "selected" || key === "disabled") el[key] = Boolean(value);
+    // A form's reset (after a successful submit) goes back to the default state, not to empty:
+    // the defaults are set with the values.
+    else if (key === "value" && "value" in el) {
+      el.value = value;
+      if ("defaultValue" in el) el.defaultValue = value;
+    } else if (key === "checked") el.checked = el.defaultChecked = Boolean(value);
+    else if (key === "selected") el.selected = el.defaultSelected = Boolean(value);
+    else if (key === "disabled") el.disabled = Boolean(value);
     else el.setAttribute(key, value === true ? "" : String(value));
   }
   append(el, children);
