@@ -25,7 +25,7 @@ import {
   stubPaymasterAndData,
 } from "../../src/paymaster/layout.ts";
 import { type DevChain, type DevnetStack, deployStack, startChain } from "../support/anvil.ts";
-import { type Bundler, startBundler } from "../support/bundler.ts";
+import { AA33_REVERT, type Bundler, startBundler } from "../support/bundler.ts";
 import { gameItemsAbi, sponsorPaymasterAbi } from "../support/chain/devnet.ts";
 import {
   delegationCode,
@@ -175,6 +175,6 @@ describe("Alto 0.0.20 with EntryPoint v0.8 and EIP-7702", () => {
       args: [owner.address, 77n],
     });
     assert.equal(items, 1n);
-    assert.doesNotMatch(bundler.output(), /AA33/, "Alto logged a paymaster validation revert");
+    assert.doesNotMatch(bundler.output(), AA33_REVERT, "Alto logged a paymaster validation revert");
   });
 });

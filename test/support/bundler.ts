@@ -21,6 +21,12 @@ import { devWalletKey, freePort } from "./chain/anvil.ts";
  * the handleOps tests, so Alto's executor takes 2 and its utility account (which deploys
  * Alto's simulation contracts at startup) takes 3.
  */
+/**
+ * A paymaster validation revert (AA33) in Alto's log, as a word: the bare letters also occur inside
+ * the hex of a checksummed address (a sender 0x…336AA33f4… failed a CI run that had no revert).
+ */
+export const AA33_REVERT = /\bAA33\b/;
+
 export const BUNDLER_EXECUTOR_ACCOUNT_INDEX = 2;
 export const BUNDLER_UTILITY_ACCOUNT_INDEX = 3;
 
