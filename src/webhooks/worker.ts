@@ -136,7 +136,7 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
     // its lease with a second to spare for the record.
     maxWaitMs: leaseMs - options.timeoutMs - 1000,
     claim: (limit, claimed) => claimDue(db, limit, leaseMs, claimCaps, claimed, options.keyring),
-    run: (d, exchanged) => attempt(d, stopping.signal, log, exchanged),
+    run: (group, exchanged) => attempt(group, stopping.signal, log, exchanged),
     release,
     stopped: () => stopping.signal.aborted,
     warn: (obj, msg) => log?.warn(obj, msg),
@@ -177,6 +177,17 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
   const random = options.random ?? Math.random;
   const now = options.now ?? Date.now;
   const send: WebhookSend = options.send ?? webhookSender("allow");
+  /** What follows an attempt: done, a retry on the schedule, or failed for good. */
+  const nextAfter = (attempt: number, failed: boolean): AttemptResult["next"] => {
+    if (!failed) return { kind: "succeeded" };
+    const after = afterFailure(options.retry, attempt, random());
+    return after.kind === "retry" ? { kind: "retry", delayMs: after.delayMs } : { kind: "failed" };
+  };
+  /** Records an attempt; counted as given up only when the delivery really ended failed (not redelivered meanwhile). */
+  const recordCounted = async (d: ClaimedDelivery, result: AttemptResult): Promise<void> => {
+    const recorded = await record(d, result);
+    if (result.next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
+  };
   /**
    * A delivery whose secret cannot be opened is not sent, and the attempt is logged as failed
    * (on the usual schedule: a key put back into the configuration lets a retry through). The log
@@ -184,14 +195,8 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
    */
   const notSent = async (d: ClaimedDelivery, problem: string, log?: WatcherLog): Promise<void> => {
     const error = "not sent: the endpoint's signing secret cannot be decrypted";
-    const after = afterFailure(options.retry, d.attempt, random());
-    const next =
-      after.kind === "retry"
-        ? { kind: "retry" as const, delayMs: after.delayMs }
-        : { kind: "failed" as const };
-    const startedAt = new Date(now());
-    const recorded = await record(d, { startedAt, latencyMs: 0, statusCode: null, error, next });
-    if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
+    const next = nextAfter(d.attempt, true);
+    await recordCounted(d, { startedAt: new Date(now()), latencyMs: 0, statusCode: null, error, next });
     log?.error(
       {
         delivery: d.id,
@@ -257,16 +262,8 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
     await Promise.all(
       group.map(async (d) => {
         options.metrics?.webhookAttempt(outcome, seconds);
-        const after = error === null ? null : afterFailure(options.retry, d.attempt, random());
-        const next =
-          after === null
-            ? ({ kind: "succeeded" } as const)
-            : after.kind === "retry"
-              ? ({ kind: "retry", delayMs: after.delayMs } as const)
-              : ({ kind: "failed" } as const);
-        const recorded = await record(d, { startedAt, latencyMs, statusCode, error, next });
-        // Counted only when the delivery really ended failed (not when redelivered meanwhile).
-        if (next.kind === "failed" && recorded) options.metrics?.webhookGaveUp();
+        const next = nextAfter(d.attempt, error !== null);
+        await recordCounted(d, { startedAt, latencyMs, statusCode, error, next });
         if (next.kind === "failed") {
           log?.warn(
             { delivery: d.id, event: d.eventId, attempts: d.attempt, error },
