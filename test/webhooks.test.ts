@@ -100,6 +100,16 @@ interface DeliveryJson {
   attempts: number;
   log: { status_code: number | null; error: string | null; next_attempt_at: string | null }[];
 }
+/** An endpoint's delivery log through the API (its latest 200 deliveries, each with its attempts). */
+async function deliveriesOf(p: { projectId: string; ownerToken: string }, endpointId: number) {
+  const res = await t.request({
+    method: "GET",
+    url: `/projects/${p.projectId}/webhooks/${endpointId}/deliveries?limit=200`,
+    token: p.ownerToken,
+  });
+  assert.equal(res.statusCode, 200, res.body);
+  return (res.json() as { deliveries: DeliveryJson[] }).deliveries;
+}
 const bodies = (received: Received[]) => received.map((r) => JSON.parse(r.body) as EventJson);
 
 describe("event webhooks", () => {
@@ -261,13 +271,7 @@ describe("event webhooks", () => {
       assert.ok(receiver.received.every((r) => verify(endpoint.secret, r.headers, r.body)));
 
       // The delivery log shows each failed attempt with its status or error and its next attempt.
-      const log = await t.request({
-        method: "GET",
-        url: `/projects/${p.projectId}/webhooks/${endpoint.id}/deliveries?limit=200`,
-        token: p.ownerToken,
-      });
-      assert.equal(log.statusCode, 200, log.body);
-      const deliveries = (log.json() as { deliveries: DeliveryJson[] }).deliveries;
+      const deliveries = await deliveriesOf(p, endpoint.id);
       assert.equal(deliveries.length, 10);
       assert.ok(deliveries.every((d) => d.status === "succeeded"));
       const attempts = deliveries.flatMap((d) => d.log);
@@ -364,15 +368,6 @@ describe("batched deliveries", () => {
     for (let i = 0; i < n; i++) {
       await creditDeposit(t.db, { projectId, reference: `14601:0x${tag}:${i}`, amountWei: BigInt(i + 1) });
     }
-  };
-  const deliveriesOf = async (p: { projectId: string; ownerToken: string }, endpointId: number) => {
-    const res = await t.request({
-      method: "GET",
-      url: `/projects/${p.projectId}/webhooks/${endpointId}/deliveries?limit=200`,
-      token: p.ownerToken,
-    });
-    assert.equal(res.statusCode, 200, res.body);
-    return (res.json() as { deliveries: DeliveryJson[] }).deliveries;
   };
 
   it("an endpoint that takes batches gets the events due together in signed requests of up to its number, each event as it comes alone", async () => {
