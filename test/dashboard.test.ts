@@ -233,6 +233,7 @@ describe("the dashboard in a browser", () => {
     // The form is back to its defaults for the next endpoint: every event ticked, nothing typed.
     assert.equal(await page.getByLabel("every event (*)").isChecked(), true);
     assert.equal(await page.getByLabel("URL", { exact: true }).inputValue(), "");
+    assert.equal(await page.getByLabel("Events per request").inputValue(), "1");
     await page.getByRole("button", { name: "I have stored it" }).click();
     await page.getByRole("link", { name: "https://hooks.example.com/gas" }).waitFor();
     const row = page.getByRole("row", { name: /hooks\.example\.com\/gas/ });

@@ -80,7 +80,8 @@ export async function render(ctx) {
           min: 1,
           max: 100,
           step: 1,
-          placeholder: "1",
+          value: "1",
+          required: true,
         },
         '1 sends each event alone. More sends the events due together in one request, {"events":[…]}: de-duplicate on each event\'s id.',
       ),
@@ -95,8 +96,7 @@ export async function render(ctx) {
         url: data.url,
         eventTypes,
         description: data.description,
-        // Left empty: 1, each event alone.
-        maxEventsPerRequest: data.maxEventsPerRequest ? Number(data.maxEventsPerRequest) : 1,
+        maxEventsPerRequest: Number(data.maxEventsPerRequest),
       });
       showSecret(created.secret, "The endpoint's signing secret");
     },
