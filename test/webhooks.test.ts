@@ -730,6 +730,8 @@ describe("approval webhook", () => {
         { status: 500 },
         { status: 200, body: "not json" },
         { status: 200, body: '{"ok":1}' },
+        // An approval past the 16 KiB an answer may have is not read: no answer.
+        { status: 200, body: `{"approve":true,"pad":"${"x".repeat(20_000)}"}` },
       ]) {
         receiver.fallback = answer;
         const c = await authorizeMint(t, closed);

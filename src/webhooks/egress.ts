@@ -15,6 +15,7 @@
  */
 import { lookup as dnsLookup } from "node:dns";
 import { BlockList, isIP, type LookupFunction } from "node:net";
+import type { Readable } from "node:stream";
 import { Agent } from "undici";
 import type { DeadlineSignal } from "./deadline.ts";
 
@@ -188,15 +189,27 @@ export interface WebhookRequest {
 /** The receiver's answer: its status, and its body to read (approval.ts) or to throw away. */
 export interface WebhookAnswer {
   status: number;
-  body: AsyncIterable<Uint8Array>;
+  /**
+   * The body as UTF-8 text, or null when it is longer than `maxBytes`: the connection is then
+   * closed instead of read on.
+   */
+  text(maxBytes: number): Promise<string | null>;
   /** Reads what is left of the body and drops it, so that the connection can be used again. */
   discard(): Promise<void>;
-  /** Closes the connection instead of reading on (a body past what the reader takes). */
-  abandon(): void;
 }
 
 /** How the webhook worker and the approval gate send: one POST, redirects never followed. */
 export type WebhookSend = (url: string, req: WebhookRequest) => Promise<WebhookAnswer>;
+
+/** A webhook URL as a request takes it; `refusedHost` when its host is a refused IP literal. */
+interface Target {
+  origin: string;
+  path: string;
+  refusedHost: string | null;
+}
+
+/** How many URLs one sender keeps parsed; past it, it starts again from none. */
+const MAX_TARGETS_PARSED = 10_000;
 
 /**
  * dns.lookup for connections under `refuse`: every address the name resolves to must be allowed
@@ -229,17 +242,32 @@ export function webhookSender(
   allowed: (address: string) => boolean = isPublicAddress,
 ): WebhookSend {
   const agent = policy === "allow" ? new Agent() : new Agent({ connect: { lookup: guardedLookup(allowed) } });
-  return async (url, req) => {
-    const parsed = new URL(url);
-    if (policy === "refuse") {
-      const host = parsed.hostname.replace(/^\[|\]$/g, "");
-      // An IP literal is connected to without a lookup: it is judged here instead.
-      const literalRefused = isIP(host) !== 0 ? !allowed(host) : refusedTarget(parsed, policy) !== null;
-      if (literalRefused) throw new PrivateTargetRefused(parsed.hostname);
+  // What each URL is to a request, parsed once: an approval webhook sends to the same URL on
+  // every authorization of its project.
+  const targets = new Map<string, Target>();
+  const targetOf = (url: string): Target => {
+    let target = targets.get(url);
+    if (!target) {
+      const parsed = new URL(url);
+      let refusedHost: string | null = null;
+      if (policy === "refuse") {
+        const host = parsed.hostname.replace(/^\[|\]$/g, "");
+        // An IP literal is connected to without a lookup: it is judged here instead.
+        const literalRefused = isIP(host) !== 0 ? !allowed(host) : refusedTarget(parsed, policy) !== null;
+        if (literalRefused) refusedHost = parsed.hostname;
+      }
+      target = { origin: parsed.origin, path: `${parsed.pathname}${parsed.search}`, refusedHost };
+      if (targets.size >= MAX_TARGETS_PARSED) targets.clear();
+      targets.set(url, target);
     }
+    return target;
+  };
+  return async (url, req) => {
+    const target = targetOf(url);
+    if (target.refusedHost !== null) throw new PrivateTargetRefused(target.refusedHost);
     const res = await agent.request({
-      origin: parsed.origin,
-      path: `${parsed.pathname}${parsed.search}`,
+      origin: target.origin,
+      path: target.path,
       method: "POST",
       headers: req.headers,
       body: req.body,
@@ -247,11 +275,31 @@ export function webhookSender(
     });
     return {
       status: res.statusCode,
-      body: res.body,
+      text: (maxBytes) => readCapped(res.body, maxBytes),
       discard: async () => {
         await res.body.dump().catch(() => {});
       },
-      abandon: () => res.body.destroy(),
     };
   };
+}
+
+/**
+ * Reads a body up to `maxBytes` with the stream's events. `for await` over the body did the same
+ * with an async iterator, which cost more than the rest of reading an approval answer (issue 22).
+ */
+function readCapped(body: Readable, maxBytes: number): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    body.on("data", (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size <= maxBytes) chunks.push(chunk);
+      else {
+        body.destroy();
+        resolve(null);
+      }
+    });
+    body.once("end", () => resolve(Buffer.concat(chunks, size).toString("utf8")));
+    body.once("error", reject);
+  });
 }
