@@ -6,9 +6,12 @@
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../src/config.ts";
 import { creditDeposit } from "../src/ledger/ledger.ts";
+import { type DeadlineSignal, deadline } from "../src/webhooks/deadline.ts";
 import { guardedLookup, isPublicAddress, refusedTarget, webhookSender } from "../src/webhooks/egress.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
@@ -223,11 +226,85 @@ describe("WEBHOOK_PRIVATE_TARGETS=refuse", () => {
       signal,
     });
     assert.equal(res.status, 200);
-    await res.discard();
     assert.equal(receiver.received.length, 1);
     await assert.rejects(
       send(receiver.url.replace("127.0.0.1", "localhost"), { body: "{}", headers: {}, signal }),
       (e: Error) => [e.name, (e.cause as Error | undefined)?.name].includes("PrivateTargetRefused"),
     );
+  });
+});
+
+describe("what the sender reads of an answer", () => {
+  // A real HTTP server whose answer each test sets: a status, a body, and whether the body stalls
+  // after its first bytes.
+  let answer: { status: number; body: string; stall?: boolean } = { status: 200, body: "" };
+  let server: Server;
+  let url: string;
+  const send = webhookSender("allow");
+  const post = (signal: AbortSignal | DeadlineSignal, keepAnswerUpTo?: number) =>
+    send(url, { headers: { "content-type": "application/json" }, body: "{}", signal, keepAnswerUpTo });
+
+  before(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        if (answer.stall) {
+          res.writeHead(answer.status, { "content-type": "application/json" });
+          res.write(answer.body);
+          return;
+        }
+        res.writeHead(answer.status, { "content-type": "application/json" }).end(answer.body);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it("keeps a body up to the bytes asked for, and none past them", async () => {
+    const open = new AbortController().signal;
+    answer = { status: 200, body: '{"approve":true}' };
+    assert.deepEqual(await post(open, 16), { status: 200, text: '{"approve":true}' });
+    assert.deepEqual(await post(open, 15), { status: 200, text: null });
+    // Not asked for: read away, not kept, however large, and the status stands.
+    answer = { status: 503, body: "x".repeat(300 * 1024) };
+    assert.deepEqual(await post(open), { status: 503, text: null });
+    answer = { status: 204, body: "" };
+    assert.deepEqual(await post(open), { status: 204, text: null });
+  });
+
+  it("a body that stalls: a kept one fails with the deadline, a dropped one keeps its status", async () => {
+    answer = { status: 200, body: '{"appr', stall: true };
+    const kept = deadline(300);
+    await assert.rejects(post(kept.signal, 1024), (err: Error) => err.name === "TimeoutError");
+    kept.clear();
+    const dropped = deadline(300);
+    assert.deepEqual(await post(dropped.signal), { status: 200, text: null });
+    dropped.clear();
+  });
+
+  it("an aborted request is not sent, and one aborted on the way fails with the abort's reason", async () => {
+    answer = { status: 200, body: "{}" };
+    const why = new Error("stopping");
+    const aborted = new AbortController();
+    aborted.abort(why);
+    let received = 0;
+    const count = () => received++;
+    server.on("request", count);
+    try {
+      await assert.rejects(post(aborted.signal, 64), (err) => err === why);
+      answer = { status: 200, body: "", stall: true };
+      const later = new AbortController();
+      const pending = post(later.signal, 64);
+      while (received === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      later.abort(why);
+      await assert.rejects(pending, (err) => err === why);
+      assert.equal(received, 1, "only the second request reached the server");
+    } finally {
+      server.off("request", count);
+    }
   });
 });

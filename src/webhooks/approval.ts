@@ -197,9 +197,10 @@ async function ask(
       },
       body,
       signal,
+      keepAnswerUpTo: MAX_ANSWER_BYTES,
     });
     // An answer past the cap is read as no answer at all (not JSON).
-    return resultOf(parseAnswer(res.status, (await res.text(MAX_ANSWER_BYTES)) ?? ""));
+    return resultOf(parseAnswer(res.status, res.text ?? ""));
   } catch (err) {
     const failure = sendFailure(err);
     if (failure.kind === "timeout") {

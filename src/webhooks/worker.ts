@@ -241,9 +241,8 @@ function attempter(db: Db, options: WorkerOptions, release: (d: ClaimedDelivery)
         body,
         signal: limit.signal,
       });
+      // The answer's body is not needed: the sender reads it away, which frees the connection.
       statusCode = res.status;
-      // The answer's body is not needed; reading it away frees the connection for the next.
-      await res.discard();
       outcome = delivered(res.status) ? "delivered" : "http_error";
       if (!delivered(res.status)) error = `HTTP ${res.status}`;
     } catch (err) {
