@@ -19,7 +19,9 @@ import { startBenchReceiver } from "./webhooks.ts";
  * - "approval exchange": the service's approval gate deciding a sponsorship (webhooks/approval.ts):
  *   the body, its signature, the deadline, the exchange, reading and judging the answer, the
  *   metrics. Its settings are a real project's, written through the API to an embedded store and
- *   cached as in the service.
+ *   cached as in the service. The receiver answers without reading the request;
+ * - "approval exchange, receiver verifying": the same, to a receiver that checks the signature
+ *   and parses the body before it approves, as a studio's must.
  *
  * It prints, per way, the median over the rounds of calls per second and of the CPU per call of
  * this process (less what it spends idle, measured first) and of the receiver. `npm run bench` prices the same exchange inside authorize (the
@@ -52,18 +54,25 @@ const dataDir = mkdtempSync(join(tmpdir(), "gss-bench-approval-"));
 const receiver = await startBenchReceiver(dataDir);
 const t = await startTestApp({ logLevel: "warn" });
 try {
-  const p = await seedProject(t);
-  const put = await t.request({
-    method: "PUT",
-    url: `/projects/${p.projectId}/approval-webhook`,
-    token: p.ownerToken,
-    payload: { url: `${receiver.url}/approve`, timeoutMs: 2000, failMode: "closed" },
-  });
-  if (put.statusCode !== 200) throw new Error(`approval webhook not set: ${put.body}`);
-  const { secret } = put.json() as { secret: string };
+  // Two projects: one asks the receiver's bare route, the other its verifying one.
+  const approvalWebhook = async (path: string) => {
+    const p = await seedProject(t);
+    const put = await t.request({
+      method: "PUT",
+      url: `/projects/${p.projectId}/approval-webhook`,
+      token: p.ownerToken,
+      payload: { url: `${receiver.url}${path}`, timeoutMs: 2000, failMode: "closed" },
+    });
+    if (put.statusCode !== 200) throw new Error(`approval webhook not set: ${put.body}`);
+    return { projectId: p.projectId, secret: (put.json() as { secret: string }).secret };
+  };
+  const bare = await approvalWebhook("/approve");
+  const verifying = await approvalWebhook("/approve-verified");
+  await fetch(`${receiver.url}/secret`, { method: "POST", body: verifying.secret });
+  const secret = bare.secret;
 
   const request = {
-    projectId: p.projectId,
+    projectId: bare.projectId,
     mode: "call" as const,
     chainId: 14601,
     sender: `0x${"ab".repeat(20)}`,
@@ -72,8 +81,8 @@ try {
     maxTotalGas: 200_000n,
     clientNonce: null,
   };
-  const approval = async () => {
-    const outcome = await t.services.approvals.check(request);
+  const approvalOf = (projectId: string) => async () => {
+    const outcome = await t.services.approvals.check({ ...request, projectId });
     if (outcome.kind !== "approved" || outcome.by !== "receiver") {
       throw new Error(`the receiver did not approve: ${JSON.stringify(outcome)}`);
     }
@@ -96,7 +105,8 @@ try {
 
   const ways: [string, () => Promise<void>][] = [
     ["HTTP exchange alone", exchange],
-    ["approval exchange", approval],
+    ["approval exchange", approvalOf(bare.projectId)],
+    ["approval exchange, receiver verifying", approvalOf(verifying.projectId)],
   ];
   // A warm-up of each, then the rounds, alternated so that both meet the same machine.
   for (const [, call] of ways) await drive(call, 1);

@@ -1,3 +1,4 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 
 /**
@@ -6,29 +7,66 @@ import { createServer } from "node:http";
  * approves every sponsorship at once (POST /approve) and acknowledges every event (any other
  * POST; on POST /batched, a batch of events, counted by parsing it as a receiver would);
  * GET /counts says how many of each it answered (events, not requests), GET /health that it is up.
+ *
+ * POST /approve answers without reading the request, the least a receiver can do. POST
+ * /approve-verified does what a studio's receiver must: it checks the request's Standard Webhooks
+ * signature against the secret given to POST /secret (401 if it does not match) and parses the
+ * body before it approves (bench/approval.ts compares the two).
  */
 const counts = { approvals: 0, events: 0, requests: 0 };
+let secretKey: Buffer | null = null;
 const server = createServer((req, res) => {
-  const batched = req.method === "POST" && req.url === "/batched";
+  const read = req.method === "POST" && ["/batched", "/approve-verified", "/secret"].includes(req.url ?? "");
   const chunks: Buffer[] = [];
-  if (batched) req.on("data", (c: Buffer) => chunks.push(c));
+  if (read) req.on("data", (c: Buffer) => chunks.push(c));
   else req.resume();
   req.on("end", () => {
     if (req.method === "GET") {
       const body = req.url === "/counts" ? JSON.stringify(counts) : '{"status":"ok"}';
       res.writeHead(200, { "content-type": "application/json" }).end(body);
+    } else if (req.url === "/secret") {
+      secretKey = Buffer.from(
+        Buffer.concat(chunks)
+          .toString("utf8")
+          .replace(/^whsec_/, ""),
+        "base64",
+      );
+      res.writeHead(204).end();
     } else if (req.url === "/approve") {
+      counts.approvals++;
+      res.writeHead(200, { "content-type": "application/json" }).end('{"approve":true}');
+    } else if (req.url === "/approve-verified") {
+      const body = Buffer.concat(chunks).toString("utf8");
+      if (!verified(req.headers, body)) {
+        res.writeHead(401).end();
+        return;
+      }
+      JSON.parse(body);
       counts.approvals++;
       res.writeHead(200, { "content-type": "application/json" }).end('{"approve":true}');
     } else {
       counts.requests++;
-      counts.events += batched
-        ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { events: unknown[] }).events.length
-        : 1;
+      counts.events +=
+        req.url === "/batched"
+          ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { events: unknown[] }).events.length
+          : 1;
       res.writeHead(204).end();
     }
   });
 });
+/** Whether one of the request's `v1` signatures is the HMAC of `<id>.<timestamp>.<body>`. */
+function verified(headers: Record<string, string | string[] | undefined>, body: string): boolean {
+  const [id, timestamp, signatures] = ["webhook-id", "webhook-timestamp", "webhook-signature"].map((h) =>
+    String(headers[h] ?? ""),
+  );
+  if (!secretKey || !id || !timestamp) return false;
+  const expected = createHmac("sha256", secretKey).update(`${id}.${timestamp}.${body}`).digest();
+  return signatures!.split(" ").some((s) => {
+    const given = Buffer.from(s.replace(/^v1,/, ""), "base64");
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
+
 server.keepAliveTimeout = 30_000;
 server.listen(Number(process.env.PORT), process.env.HOST ?? "127.0.0.1");
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
