@@ -286,6 +286,16 @@ describe("what the sender reads of an answer", () => {
     dropped.clear();
   });
 
+  it("a request undici will not write fails, and leaves nothing listening on its deadline", async () => {
+    const limit = deadline(1000);
+    await assert.rejects(
+      send(url, { headers: { "x-broken": "a\r\nb" }, body: "{}", signal: limit.signal, keepAnswerUpTo: 64 }),
+      (err: Error) => err.name === "InvalidArgumentError",
+    );
+    assert.equal(limit.signal.listenerCount("abort"), 0);
+    limit.clear();
+  });
+
   it("an aborted request is not sent, and one aborted on the way fails with the abort's reason", async () => {
     answer = { status: 200, body: "{}" };
     const why = new Error("stopping");

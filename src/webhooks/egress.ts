@@ -302,6 +302,7 @@ export function webhookSender(
         then();
       };
       listen(signal, onAbort);
+      // undici reports what it will not send (a header it will not write, say) to the handler too.
       agent.dispatch(
         { origin: target.origin, path: target.path, method: "POST", headers: req.headers, body: req.body },
         {
