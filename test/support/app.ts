@@ -89,10 +89,7 @@ export async function openTestDb(options: { until?: string } = {}): Promise<Test
     return { db, schema, drop: () => dropSchema(db, schema) };
   }
   const spare = spareStores.pop();
-  if (spare?.kind === "pglite") {
-    clearTimeout(spare.idle);
-    return reusable(spare.db, null);
-  }
+  if (spare?.kind === "pglite") return reusable(spare.db, null);
   if (spare?.kind === "postgres")
     return reusable(await openPostgres({ url: url!, schema: spare.schema }), spare.schema);
   if (!url) {
@@ -133,7 +130,7 @@ async function dropSchema(db: Db, schema: string): Promise<void> {
  * closed, so that no session state (settings, locks, listeners) reaches the next test; PGlite has
  * one session, reset with it.
  */
-type Spare = { kind: "pglite"; db: Db; idle: NodeJS.Timeout } | { kind: "postgres"; schema: string };
+type Spare = { kind: "pglite"; db: Db } | { kind: "postgres"; schema: string };
 const spareStores: Spare[] = [];
 let migratedFingerprint: Promise<string> | null = null;
 
@@ -147,7 +144,7 @@ async function reusable(db: Db, schema: string | null): Promise<TestDb> {
     schema,
     async drop() {
       if (await emptiedForReuse(db, fingerprint)) {
-        if (schema === null) spareStores.push(idlePglite(db));
+        if (schema === null) spareStores.push({ kind: "pglite", db });
         else {
           await db.close();
           spareStores.push({ kind: "postgres", schema });
@@ -159,44 +156,6 @@ async function reusable(db: Db, schema: string | null): Promise<TestDb> {
 }
 
 /**
- * A spare PGlite is closed once nothing has taken it for SPARE_PGLITE_IDLE_MS. An open PGlite that
- * ran a few statements in quick succession has armed PostgreSQL's 10-second idle-stats timer,
- * which keeps the event loop busy until it fires: waiting for `beforeExit` to close the spares
- * cost every test process about 10 s at its end (140 files ran in 25 processes). Closing the
- * instance clears the timer; this one is unref'd, so it holds nothing open itself.
- */
-const SPARE_PGLITE_IDLE_MS = 2_000;
-
-function idlePglite(db: Db): Spare {
-  const spare: Spare = {
-    kind: "pglite",
-    db,
-    idle: setTimeout(() => {
-      const at = spareStores.indexOf(spare);
-      if (at < 0) return;
-      spareStores.splice(at, 1);
-      db.close().catch((err) => console.error("closing a spare test store:", err));
-    }, SPARE_PGLITE_IDLE_MS).unref(),
-  };
-  return spare;
-}
-
-/** Closes the spare stores and drops their schemas. */
-async function closeSpares(): Promise<void> {
-  const spares = spareStores.splice(0);
-  await Promise.all(
-    spares.map(async (spare) => {
-      if (spare.kind === "pglite") {
-        clearTimeout(spare.idle);
-        return spare.db.close();
-      }
-      const db = await openPostgres({ url: process.env.DATABASE_URL!, schema: spare.schema });
-      await dropSchema(db, spare.schema);
-    }),
-  ).catch((err) => console.error("closing the spare test stores:", err));
-}
-
-/**
  * When the process has nothing left to do, the spare stores are closed and their schemas dropped
  * (the event fires again once that is done, with nothing spare left).
  */
@@ -205,7 +164,15 @@ function closeSparesAtExit(): void {
   if (closingAtExit) return;
   closingAtExit = true;
   process.on("beforeExit", () => {
-    if (spareStores.length > 0) void closeSpares();
+    const spares = spareStores.splice(0);
+    if (spares.length === 0) return;
+    void Promise.all(
+      spares.map(async (spare) => {
+        if (spare.kind === "pglite") return spare.db.close();
+        const db = await openPostgres({ url: process.env.DATABASE_URL!, schema: spare.schema });
+        await dropSchema(db, spare.schema);
+      }),
+    ).catch((err) => console.error("closing the spare test stores:", err));
   });
 }
 
