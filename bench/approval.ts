@@ -92,7 +92,7 @@ try {
   const body = JSON.stringify({ id: "apr_fixed", type: "sponsorship.approval", data: request }, (_k, v) =>
     typeof v === "bigint" ? v.toString() : v,
   );
-  const headers = { ...signedHeaders([secret], "apr_fixed", Math.floor(Date.now() / 1000), body) };
+  const headers = signedHeaders([secret], "apr_fixed", Math.floor(Date.now() / 1000), body);
   const exchange = async () => {
     const { signal, clear } = deadline(2000);
     try {

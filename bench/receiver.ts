@@ -1,5 +1,5 @@
-import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
+import { verifyWebhook } from "../test/support/receiver.ts";
 
 /**
  * The webhook receiver of the bench's webhook scenarios, as a process of its own so that the
@@ -14,7 +14,7 @@ import { createServer } from "node:http";
  * body before it approves (bench/approval.ts compares the two).
  */
 const counts = { approvals: 0, events: 0, requests: 0 };
-let secretKey: Buffer | null = null;
+let secret: string | null = null;
 const server = createServer((req, res) => {
   const read = req.method === "POST" && ["/batched", "/approve-verified", "/secret"].includes(req.url ?? "");
   const chunks: Buffer[] = [];
@@ -25,19 +25,14 @@ const server = createServer((req, res) => {
       const body = req.url === "/counts" ? JSON.stringify(counts) : '{"status":"ok"}';
       res.writeHead(200, { "content-type": "application/json" }).end(body);
     } else if (req.url === "/secret") {
-      secretKey = Buffer.from(
-        Buffer.concat(chunks)
-          .toString("utf8")
-          .replace(/^whsec_/, ""),
-        "base64",
-      );
+      secret = Buffer.concat(chunks).toString("utf8");
       res.writeHead(204).end();
     } else if (req.url === "/approve") {
       counts.approvals++;
       res.writeHead(200, { "content-type": "application/json" }).end('{"approve":true}');
     } else if (req.url === "/approve-verified") {
       const body = Buffer.concat(chunks).toString("utf8");
-      if (!verified(req.headers, body)) {
+      if (secret === null || !verifyWebhook(secret, req.headers, body)) {
         res.writeHead(401).end();
         return;
       }
@@ -54,19 +49,6 @@ const server = createServer((req, res) => {
     }
   });
 });
-/** Whether one of the request's `v1` signatures is the HMAC of `<id>.<timestamp>.<body>`. */
-function verified(headers: Record<string, string | string[] | undefined>, body: string): boolean {
-  const [id, timestamp, signatures] = ["webhook-id", "webhook-timestamp", "webhook-signature"].map((h) =>
-    String(headers[h] ?? ""),
-  );
-  if (!secretKey || !id || !timestamp) return false;
-  const expected = createHmac("sha256", secretKey).update(`${id}.${timestamp}.${body}`).digest();
-  return signatures!.split(" ").some((s) => {
-    const given = Buffer.from(s.replace(/^v1,/, ""), "base64");
-    return given.length === expected.length && timingSafeEqual(given, expected);
-  });
-}
-
 server.keepAliveTimeout = 30_000;
 server.listen(Number(process.env.PORT), process.env.HOST ?? "127.0.0.1");
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
-import type { IncomingHttpHeaders } from "node:http";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,7 +21,7 @@ import { resealSecrets } from "../src/secrets/reseal.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { authorizeMint, seedProject, startTestApp, type TestApp, type TestDb } from "./support/app.ts";
 import { freshDatabase } from "./support/fresh-database.ts";
-import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
+import { addWebhookEndpoint, type Receiver, startReceiver, verifyWebhook } from "./support/receiver.ts";
 import { ensureBuilt, runToExit } from "./support/server-process.ts";
 
 /**
@@ -37,21 +36,6 @@ const TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
 const SELECTOR = "0xa0712d68";
 const KEY_A = randomBytes(32).toString("base64");
 const KEY_B = randomBytes(32).toString("hex");
-
-/** What a receiver does with nothing but the secret (the Standard Webhooks recipe). */
-function verify(secret: string, headers: IncomingHttpHeaders, body: string): boolean {
-  const key = Buffer.from(secret.slice("whsec_".length), "base64");
-  const expected = createHmac("sha256", key)
-    .update(`${headers["webhook-id"]}.${headers["webhook-timestamp"]}.${body}`)
-    .digest();
-  return String(headers["webhook-signature"] ?? "")
-    .split(" ")
-    .some((entry) => {
-      const [version, b64] = entry.split(",");
-      const given = Buffer.from(b64 ?? "", "base64");
-      return version === "v1" && given.length === expected.length && timingSafeEqual(given, expected);
-    });
-}
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -227,11 +211,11 @@ describe("secrets at rest through the API", () => {
 
     await deliverDeposit(t.db, worker, p.projectId);
     assert.equal(receiver.received.length, 1);
-    assert.ok(verify(endpoint.secret, receiver.received[0]!.headers, receiver.received[0]!.body));
+    assert.ok(verifyWebhook(endpoint.secret, receiver.received[0]!.headers, receiver.received[0]!.body));
 
     assert.equal((await authorizeMint(t, p)).statusCode, 200);
     assert.equal(receiver.received.length, 2);
-    assert.ok(verify(approvalSecret, receiver.received[1]!.headers, receiver.received[1]!.body));
+    assert.ok(verifyWebhook(approvalSecret, receiver.received[1]!.headers, receiver.received[1]!.body));
 
     // A rotated secret is sealed too, and the previous one (moved within the row) still signs.
     const rotated = await t.request({
@@ -247,7 +231,10 @@ describe("secrets at rest through the API", () => {
     assert.ok(!after.secret.includes(fresh.slice("whsec_".length)));
     await deliverDeposit(t.db, worker, p.projectId);
     const last = receiver.received.at(-1)!;
-    assert.ok(verify(fresh, last.headers, last.body) && verify(endpoint.secret, last.headers, last.body));
+    assert.ok(
+      verifyWebhook(fresh, last.headers, last.body) &&
+        verifyWebhook(endpoint.secret, last.headers, last.body),
+    );
   });
 
   it("the database refuses a plain-text secret, and rows from before are sealed by the start-up step", async () => {
@@ -304,7 +291,9 @@ describe("secrets at rest through the API", () => {
 
     const seen = receiver.received.length;
     await deliverDeposit(t.db, worker, p.projectId);
-    assert.ok(verify(endpoint.secret, receiver.received[seen]!.headers, receiver.received[seen]!.body));
+    assert.ok(
+      verifyWebhook(endpoint.secret, receiver.received[seen]!.headers, receiver.received[seen]!.body),
+    );
   });
 
   it("a sealed secret copied into another project's row does not open: no request is sent, the API answers, the log names no secret", async () => {
@@ -385,7 +374,9 @@ describe("secrets at rest through the API", () => {
     assert.equal(receiver.received.length, asked, "the receiver was never asked");
     // The victim's own row still opens.
     assert.equal((await authorizeMint(t, victim)).statusCode, 200);
-    assert.ok(verify(victimApproval, receiver.received.at(-1)!.headers, receiver.received.at(-1)!.body));
+    assert.ok(
+      verifyWebhook(victimApproval, receiver.received.at(-1)!.headers, receiver.received.at(-1)!.body),
+    );
   });
 });
 
@@ -460,9 +451,9 @@ describe("rotating the secrets key", () => {
       });
       const workerB = testWorker(db.db, b.services.keyring);
       await deliverDeposit(db.db, workerB, p.projectId);
-      assert.ok(verify(endpoint.secret, receiver.received[0]!.headers, receiver.received[0]!.body));
+      assert.ok(verifyWebhook(endpoint.secret, receiver.received[0]!.headers, receiver.received[0]!.body));
       assert.equal((await authorizeMint(b, p)).statusCode, 200);
-      assert.ok(verify(approvalSecret, receiver.received[1]!.headers, receiver.received[1]!.body));
+      assert.ok(verifyWebhook(approvalSecret, receiver.received[1]!.headers, receiver.received[1]!.body));
       assert.ok((await endpointRow(db.db, endpoint.id)).secret.startsWith(`v1:${idA}:`));
       await workerB.stop();
       await b.close();
@@ -501,9 +492,11 @@ describe("rotating the secrets key", () => {
       const workerOnlyB = testWorker(db.db, onlyB.services.keyring);
       await deliverDeposit(db.db, workerOnlyB, p.projectId);
       const last = receiver.received.at(-1)!;
-      assert.ok(verify(endpoint.secret, last.headers, last.body));
+      assert.ok(verifyWebhook(endpoint.secret, last.headers, last.body));
       assert.equal((await authorizeMint(onlyB, p)).statusCode, 200);
-      assert.ok(verify(approvalSecret, receiver.received.at(-1)!.headers, receiver.received.at(-1)!.body));
+      assert.ok(
+        verifyWebhook(approvalSecret, receiver.received.at(-1)!.headers, receiver.received.at(-1)!.body),
+      );
       await workerOnlyB.stop();
       await onlyB.close();
       await db.drop();

@@ -12,7 +12,7 @@ import {
 } from "../src/retention/webhooks.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
-import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
+import { addWebhookEndpoint, deliveryLog, type Receiver, startReceiver } from "./support/receiver.ts";
 
 /**
  * Retention of the webhook tables (src/retention/webhooks.ts): finished deliveries, their attempt
@@ -163,16 +163,9 @@ async function cleanSlate() {
   await sweep(Date.now() + 100 * 365 * DAY_MS);
 }
 
-async function deliveryLog(p: { projectId: string; ownerToken: string }, endpointId: number) {
-  const res = await t.request({
-    method: "GET",
-    url: `/projects/${p.projectId}/webhooks/${endpointId}/deliveries?limit=200`,
-    token: p.ownerToken,
-  });
-  assert.equal(res.statusCode, 200, res.body);
-  return (res.json() as { deliveries: { id: number; event_id: string; status: string; attempts: number }[] })
-    .deliveries;
-}
+/** The endpoint's delivery log through the API (its latest 200 deliveries). */
+const deliveriesOf = (p: { projectId: string; ownerToken: string }, endpointId: number) =>
+  deliveryLog<{ id: number; event_id: string; status: string; attempts: number }>(t, p, endpointId);
 
 function redeliver(p: { projectId: string; ownerToken: string }, endpointId: number, deliveryId: number) {
   return t.request({
@@ -196,7 +189,7 @@ describe("webhook retention", () => {
     await finishAll([ok, bad]);
     const before = await counts(p.projectId);
     assert.deepEqual(before, { events: 4, deliveries: 8, pending: 0, attempts: 4 + 4 * 2 });
-    assert.ok((await deliveryLog(p, bad)).every((d) => d.status === "failed" && d.attempts === 2));
+    assert.ok((await deliveriesOf(p, bad)).every((d) => d.status === "failed" && d.attempts === 2));
 
     // A day short of the period: nothing goes.
     assert.deepEqual(await sweep(Date.now() + (RETENTION_DAYS - 1) * DAY_MS), { deliveries: 0, events: 0 });
@@ -205,7 +198,7 @@ describe("webhook retention", () => {
     // Past it: the deliveries, every attempt row, and the events they held.
     assert.deepEqual(await sweep(Date.now() + (RETENTION_DAYS + 1) * DAY_MS), { deliveries: 8, events: 4 });
     assert.deepEqual(await counts(p.projectId), { events: 0, deliveries: 0, pending: 0, attempts: 0 });
-    assert.deepEqual(await deliveryLog(p, ok), []);
+    assert.deepEqual(await deliveriesOf(p, ok), []);
   });
 
   it("keeps pending and retrying deliveries and their events however old, and removes them only once they finish and age", async () => {
@@ -219,17 +212,17 @@ describe("webhook retention", () => {
     await pause(p, paused);
     // One attempt each: `done` succeeds, `retrying` fails once and waits a minute for its next.
     await slow.drain();
-    const retryingLog = await deliveryLog(p, retrying);
+    const retryingLog = await deliveriesOf(p, retrying);
     assert.ok(retryingLog.every((d) => d.status === "pending" && d.attempts === 1));
-    assert.ok((await deliveryLog(p, paused)).every((d) => d.status === "pending" && d.attempts === 0));
-    assert.ok((await deliveryLog(p, done)).every((d) => d.status === "succeeded"));
+    assert.ok((await deliveriesOf(p, paused)).every((d) => d.status === "pending" && d.attempts === 0));
+    assert.ok((await deliveriesOf(p, done)).every((d) => d.status === "succeeded"));
 
     // Ten years old: the finished deliveries go, the pending ones and every event stay.
     await backdate(p.projectId, 3650);
     assert.deepEqual(await sweep(Date.now()), { deliveries: 3, events: 0 });
     assert.deepEqual(await counts(p.projectId), { events: 3, deliveries: 6, pending: 6, attempts: 3 });
     // The delivery log still shows them with their events, and they can be redelivered.
-    const kept = await deliveryLog(p, retrying);
+    const kept = await deliveriesOf(p, retrying);
     assert.deepEqual(
       kept.map((d) => d.event_id),
       retryingLog.map((d) => d.event_id),
@@ -264,7 +257,7 @@ describe("webhook retention", () => {
     const endpoint = await addEndpoint(p, (await receiver(200)).url);
     await events(p.projectId, 2);
     await finishAll([endpoint]);
-    const [newer, older] = await deliveryLog(p, endpoint);
+    const [newer, older] = await deliveriesOf(p, endpoint);
     // The older delivery finished 40 days ago; the newer one's event is as old, but it was
     // redelivered 10 days ago (its completed_at moved on), so it and its event stay.
     await t.db.query(
@@ -283,7 +276,7 @@ describe("webhook retention", () => {
     await finishAll([endpoint]);
 
     assert.deepEqual(await sweep(Date.now()), { deliveries: 1, events: 1 });
-    const left = await deliveryLog(p, endpoint);
+    const left = await deliveriesOf(p, endpoint);
     assert.equal(left.length, 2);
     assert.ok(!left.some((d) => d.id === older!.id));
     assert.equal((await counts(p.projectId)).events, 2);

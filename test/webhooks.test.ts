@@ -1,12 +1,18 @@
 import assert from "node:assert/strict";
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import type { IncomingHttpHeaders } from "node:http";
+import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { billOperation, creditDeposit, release } from "../src/ledger/ledger.ts";
 import { type WebhookWorker, webhookWorker } from "../src/webhooks/worker.ts";
 import { authorizeMint, seedProject, startTestApp, TEST_PAYMASTER, type TestApp } from "./support/app.ts";
-import { addWebhookEndpoint, type Received, type Receiver, startReceiver } from "./support/receiver.ts";
+import {
+  addWebhookEndpoint,
+  deliveryLog,
+  type Received,
+  type Receiver,
+  startReceiver,
+  verifyWebhook,
+} from "./support/receiver.ts";
 
 /**
  * Issue 11, webhooks: event endpoints fed from the outbox, their signatures, retries, delivery
@@ -16,20 +22,6 @@ import { addWebhookEndpoint, type Received, type Receiver, startReceiver } from 
 
 const TARGET = "0x5fbdb2315678afecb367f032d93f642f64180aa3";
 const SELECTOR = "0xa0712d68";
-
-/** What a receiver does with nothing but the secret: node:crypto, the Standard Webhooks recipe. */
-function verify(secret: string, headers: IncomingHttpHeaders, body: string): boolean {
-  const key = Buffer.from(secret.slice("whsec_".length), "base64");
-  const signed = `${headers["webhook-id"]}.${headers["webhook-timestamp"]}.${body}`;
-  const expected = createHmac("sha256", key).update(signed).digest();
-  return String(headers["webhook-signature"] ?? "")
-    .split(" ")
-    .some((entry) => {
-      const [version, b64] = entry.split(",");
-      const given = Buffer.from(b64 ?? "", "base64");
-      return version === "v1" && given.length === expected.length && timingSafeEqual(given, expected);
-    });
-}
 
 let t: TestApp;
 let worker: WebhookWorker;
@@ -101,15 +93,8 @@ interface DeliveryJson {
   log: { status_code: number | null; error: string | null; next_attempt_at: string | null }[];
 }
 /** An endpoint's delivery log through the API (its latest 200 deliveries, each with its attempts). */
-async function deliveriesOf(p: { projectId: string; ownerToken: string }, endpointId: number) {
-  const res = await t.request({
-    method: "GET",
-    url: `/projects/${p.projectId}/webhooks/${endpointId}/deliveries?limit=200`,
-    token: p.ownerToken,
-  });
-  assert.equal(res.statusCode, 200, res.body);
-  return (res.json() as { deliveries: DeliveryJson[] }).deliveries;
-}
+const deliveriesOf = (p: { projectId: string; ownerToken: string }, endpointId: number) =>
+  deliveryLog<DeliveryJson>(t, p, endpointId);
 const bodies = (received: Received[]) => received.map((r) => JSON.parse(r.body) as EventJson);
 
 describe("event webhooks", () => {
@@ -131,8 +116,14 @@ describe("event webhooks", () => {
       await deliverAll(p.projectId);
       assert.equal(receiver.received.length, 1);
       const [r] = receiver.received;
-      assert.ok(verify(endpoint.secret, r!.headers, r!.body), "the signature verifies with the secret");
-      assert.ok(!verify(endpoint.secret, r!.headers, r!.body.replace("5", "6")), "a changed body does not");
+      assert.ok(
+        verifyWebhook(endpoint.secret, r!.headers, r!.body),
+        "the signature verifies with the secret",
+      );
+      assert.ok(
+        !verifyWebhook(endpoint.secret, r!.headers, r!.body.replace("5", "6")),
+        "a changed body does not",
+      );
       const [event] = bodies(receiver.received);
       assert.equal(r!.headers["webhook-id"], event!.id);
       assert.equal(event!.type, "deposit.credited");
@@ -150,8 +141,8 @@ describe("event webhooks", () => {
       await creditDeposit(t.db, { projectId: p.projectId, reference: "14601:0xsig:1", amountWei: 7n });
       await deliverAll(p.projectId);
       const second = receiver.received[1]!;
-      assert.ok(verify(fresh, second.headers, second.body));
-      assert.ok(verify(endpoint.secret, second.headers, second.body));
+      assert.ok(verifyWebhook(fresh, second.headers, second.body));
+      assert.ok(verifyWebhook(endpoint.secret, second.headers, second.body));
     } finally {
       await receiver.close();
     }
@@ -268,7 +259,7 @@ describe("event webhooks", () => {
       const uniqueIds = new Set(receiver.received.map((r) => String(r.headers["webhook-id"])));
       assert.deepEqual([...uniqueIds].sort(), expected.map((e) => e.event_id).sort());
       assert.ok(receiver.received.length > uniqueIds.size, "some events were delivered more than once");
-      assert.ok(receiver.received.every((r) => verify(endpoint.secret, r.headers, r.body)));
+      assert.ok(receiver.received.every((r) => verifyWebhook(endpoint.secret, r.headers, r.body)));
 
       // The delivery log shows each failed attempt with its status or error and its next attempt.
       const deliveries = await deliveriesOf(p, endpoint.id);
@@ -397,7 +388,7 @@ describe("batched deliveries", () => {
       const ids = batches.flatMap((b) => b.events.map((e) => e.id));
       assert.equal(new Set(ids).size, 25, "each event once");
       for (const [i, r] of batched.received.entries()) {
-        assert.ok(verify(endpoint.secret, r.headers, r.body), "the secret alone verifies a batch");
+        assert.ok(verifyWebhook(endpoint.secret, r.headers, r.body), "the secret alone verifies a batch");
         assert.match(String(r.headers["webhook-id"]), /^batch_[0-9a-f]{32}$/);
         // Each event in a batch is the object the endpoint would have been sent alone.
         for (const e of batches[i]!.events) assert.deepEqual(e, alone.get(e.id));
@@ -431,7 +422,7 @@ describe("batched deliveries", () => {
       receiver.releaseHeld(200);
       const requests = receiver.received.map((r) => JSON.parse(r.body) as { events: EventJson[] });
       assert.equal(requests[0]!.events.length, 6, "the six due together went in one request");
-      assert.ok(receiver.received.every((r) => verify(endpoint.secret, r.headers, r.body)));
+      assert.ok(receiver.received.every((r) => verifyWebhook(endpoint.secret, r.headers, r.body)));
       const arrived = new Set(requests.slice(2).flatMap((b) => b.events.map((e) => e.id)));
       assert.equal(arrived.size, 6, "after the 500 and the timeout, every event arrived");
       // Each event's log: the 500, the timeout if it was in the held request (the retries fell due
@@ -667,7 +658,7 @@ describe("approval webhook", () => {
       const p = await withApproval(receiver, { failMode: "closed" });
       assert.equal((await authorizeMint(t, p)).statusCode, 200);
       const [asked] = receiver.received;
-      assert.ok(verify(p.secret, asked!.headers, asked!.body));
+      assert.ok(verifyWebhook(p.secret, asked!.headers, asked!.body));
       const request = JSON.parse(asked!.body);
       assert.equal(request.type, "sponsorship.approval");
       assert.equal(request.projectId, p.projectId);

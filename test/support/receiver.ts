@@ -6,6 +6,7 @@
  * or the sender drops the connection.
  */
 import assert from "node:assert/strict";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import type { TestApp } from "./app.ts";
 
@@ -118,4 +119,37 @@ export async function addWebhookEndpoint(
   const body = res.json() as { id: number; secret: string };
   t.secrets.add(body.secret);
   return body;
+}
+
+/**
+ * What a receiver does with nothing but the secret (`whsec_…`), node:crypto and the Standard
+ * Webhooks recipe: one of the request's `v1` signatures is the HMAC-SHA256 of `<id>.<timestamp>.<body>`.
+ */
+export function verifyWebhook(secret: string, headers: IncomingHttpHeaders, body: string): boolean {
+  const key = Buffer.from(secret.slice("whsec_".length), "base64");
+  const expected = createHmac("sha256", key)
+    .update(`${headers["webhook-id"]}.${headers["webhook-timestamp"]}.${body}`)
+    .digest();
+  return String(headers["webhook-signature"] ?? "")
+    .split(" ")
+    .some((entry) => {
+      const [version, b64] = entry.split(",");
+      const given = Buffer.from(b64 ?? "", "base64");
+      return version === "v1" && given.length === expected.length && timingSafeEqual(given, expected);
+    });
+}
+
+/** An endpoint's delivery log through the API: its latest 200 deliveries, each as `D` (200 asserted). */
+export async function deliveryLog<D>(
+  t: Pick<TestApp, "request">,
+  p: { projectId: string; ownerToken: string },
+  endpointId: number,
+): Promise<D[]> {
+  const res = await t.request({
+    method: "GET",
+    url: `/projects/${p.projectId}/webhooks/${endpointId}/deliveries?limit=200`,
+    token: p.ownerToken,
+  });
+  assert.equal(res.statusCode, 200, res.body);
+  return (res.json() as { deliveries: D[] }).deliveries;
 }
