@@ -309,10 +309,6 @@ export async function startServiceOnChain(options: {
 }
 
 /**
- * The service's settlement watcher for a test chain, driven by hand with tick(): the v0.7 pair's,
- * or with `version: "0.8"` the v0.8 pair's (its own cursor; releases only its own reservations).
- */
-/**
  * A deposit watcher of `chain` writing to the test app's database, from block 0 with the given
  * confirmation depth; `overrides` replace any of its settings.
  */
@@ -332,6 +328,10 @@ export function depositWatcherOn(
   });
 }
 
+/**
+ * The service's settlement watcher for a test chain, driven by hand with tick(): the v0.7 pair's,
+ * or with `version: "0.8"` the v0.8 pair's (its own cursor; releases only its own reservations).
+ */
 export function settlementWatcherOn(
   s: Pick<ServiceOnChain, "chain" | "stack" | "t">,
   options: { confirmations: number; startBlock: bigint; releaseMarginSec?: number; version?: "0.7" | "0.8" },

@@ -3,7 +3,7 @@
  * freshly signed operation. Used to measure the paymaster's verification gas (the figure behind
  * src/paymaster/gas.ts) and to find the tight limits that drive the prefund-too-low path.
  */
-import { type Address, parseEventLogs } from "viem";
+import { type Address, type Hex, parseEventLogs } from "viem";
 import { entryPoint07Abi } from "viem/account-abstraction";
 import type { PaymasterGasLimits } from "../../src/paymaster/gas.ts";
 import type { DevChain } from "./chain/anvil.ts";
@@ -111,12 +111,21 @@ export async function prefundTooLowGas(p: PrefundTooLowParams): Promise<UserOpGa
  * viem's revert drops anvil's answer; a revert that did not happen would leave a probe's operation
  * applied (the account's nonce used), and the caller's operation would fail later with AA25 and
  * no word of why, so the answer is checked here.
+ *
+ * anvil hands out a mined transaction's receipt before its pool has let go of the transaction.
+ * Reverting in that gap left the probe's transaction pending again (seen in about 1 run in 20 of
+ * three files at once): the next probe's gas estimate, made against the pending block, then saw
+ * the account's nonce already used and failed with AA25. So the pool is let to empty before the
+ * revert, and anything a revert still leaves in it is dropped; both are checked.
  */
 async function rolledBack<T>(chain: DevChain, probe: () => Promise<T>): Promise<T> {
   const snapshot = await chain.testClient.snapshot();
   const revert = async () => {
+    await poolEmptied(chain);
     const reverted: unknown = await chain.testClient.request({ method: "evm_revert", params: [snapshot] });
     if (reverted !== true) throw new Error(`anvil did not revert to snapshot ${snapshot}`);
+    await chain.testClient.request({ method: "anvil_dropAllTransactions" as never, params: [] as never });
+    await poolEmptied(chain);
   };
   let result: T;
   try {
@@ -127,4 +136,19 @@ async function rolledBack<T>(chain: DevChain, probe: () => Promise<T>): Promise<
   }
   await revert();
   return result;
+}
+
+/** Waits until anvil's pool holds no transaction, pending or queued (at most 10 s). */
+async function poolEmptied(chain: DevChain): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const status = (await chain.publicClient.request({ method: "txpool_status" as never } as never)) as {
+      pending: Hex;
+      queued: Hex;
+    };
+    if (BigInt(status.pending) === 0n && BigInt(status.queued) === 0n) return;
+    if (attempt === 1_000) {
+      throw new Error(`anvil's pool still holds transactions: ${JSON.stringify(status)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
