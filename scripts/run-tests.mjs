@@ -276,16 +276,28 @@ const started = Date.now();
 
 const bundleOf = (file) => join(OUT, file.replace(/\.ts$/, ".mjs"));
 
-/** The module a group's process runs: its one file's bundle, or an entry importing each in a suite. */
+/**
+ * The module a group's process runs: it imports its one file's bundle, or each of its files' in a
+ * suite named by the file, and ends with a root `after` hook that closes the spare test stores
+ * (test/support/app.ts): an open PGlite left behind held every process open about 10 s after its
+ * last test. Root hooks run once every file's own have.
+ */
+const CLOSE_SPARES = `after(() => globalThis[Symbol.for("gss.test.closeSpareStores")]?.());`;
+
 function entryOf(group, index) {
-  if (group.files.length === 1) return bundleOf(group.files[0]);
   const entry = join(OUT, "groups", `group-${index}.mjs`);
   mkdirSync(dirname(entry), { recursive: true });
-  const suites = group.files.map(
-    (f) =>
-      `describe(${JSON.stringify(f)}, async () => {\n  await import(${JSON.stringify(pathToFileURL(bundleOf(f)).href)});\n});`,
-  );
-  writeFileSync(entry, `import { describe } from "node:test";\n${suites.join("\n")}\n`);
+  const url = (f) => JSON.stringify(pathToFileURL(bundleOf(f)).href);
+  const body =
+    group.files.length === 1
+      ? [`import { after } from "node:test";`, `import ${url(group.files[0])};`]
+      : [
+          `import { after, describe } from "node:test";`,
+          ...group.files.map(
+            (f) => `describe(${JSON.stringify(f)}, async () => {\n  await import(${url(f)});\n});`,
+          ),
+        ];
+  writeFileSync(entry, `${[...body, CLOSE_SPARES].join("\n")}\n`);
   return entry;
 }
 

@@ -156,23 +156,34 @@ async function reusable(db: Db, schema: string | null): Promise<TestDb> {
 }
 
 /**
- * When the process has nothing left to do, the spare stores are closed and their schemas dropped
- * (the event fires again once that is done, with nothing spare left).
+ * The spare stores are closed, and their schemas dropped, when the process's tests are over: the
+ * test runner's entry for a process (scripts/run-tests.mjs) ends with a root `after` hook that
+ * calls CLOSE_SPARE_STORES, which runs once every file's own `after` hooks have run. An open PGlite
+ * that ran a few statements in quick succession has PostgreSQL's 10-second idle-stats timer armed,
+ * and that timer holds the event loop: `beforeExit` alone, the fallback for a file run any other
+ * way, fired only once it had gone off, about 10 s after the last test of every process.
  */
+const CLOSE_SPARE_STORES = Symbol.for("gss.test.closeSpareStores");
+
+async function closeSpares(): Promise<void> {
+  const spares = spareStores.splice(0);
+  await Promise.all(
+    spares.map(async (spare) => {
+      if (spare.kind === "pglite") return spare.db.close();
+      const db = await openPostgres({ url: process.env.DATABASE_URL!, schema: spare.schema });
+      await dropSchema(db, spare.schema);
+    }),
+  ).catch((err) => console.error("closing the spare test stores:", err));
+}
+
 let closingAtExit = false;
 function closeSparesAtExit(): void {
   if (closingAtExit) return;
   closingAtExit = true;
+  (globalThis as Record<symbol, unknown>)[CLOSE_SPARE_STORES] = closeSpares;
+  // The event fires again once the stores are closed, with nothing spare left.
   process.on("beforeExit", () => {
-    const spares = spareStores.splice(0);
-    if (spares.length === 0) return;
-    void Promise.all(
-      spares.map(async (spare) => {
-        if (spare.kind === "pglite") return spare.db.close();
-        const db = await openPostgres({ url: process.env.DATABASE_URL!, schema: spare.schema });
-        await dropSchema(db, spare.schema);
-      }),
-    ).catch((err) => console.error("closing the spare test stores:", err));
+    if (spareStores.length > 0) void closeSpares();
   });
 }
 
