@@ -62,7 +62,7 @@ function reservation(
 
 /** The rollups as stored, without rows that add nothing. */
 async function stored(db: Queryable, projectId: string) {
-  const [totals, days, targets, senders, senderDays] = await Promise.all([
+  const [totals, days, targets, senders, senderDays, open] = await Promise.all([
     db.query(
       `SELECT chain_id, pending::int, success::int, reverted::int, expired::int, gas_used::text, cost_wei::text
        FROM rollup_project_totals WHERE project_id = $1
@@ -94,15 +94,21 @@ async function stored(db: Queryable, projectId: string) {
        WHERE project_id = $1 AND operations <> 0 ORDER BY chain_id, day, sender`,
       [projectId],
     ),
+    // The open reservations' running sums (migration 054) that the deposit probe reads.
+    db.query(
+      `SELECT chain_id, paymaster, reserved_wei::text FROM open_reservations
+       WHERE project_id = $1 AND reserved_wei <> 0 ORDER BY chain_id, paymaster`,
+      [projectId],
+    ),
   ]);
-  return { totals, days, targets, senders, senderDays };
+  return { totals, days, targets, senders, senderDays, open };
 }
 
 const SETTLED = "status IN ('success', 'reverted')";
 
 /** The same figures recomputed from every sponsorship of the project. */
 async function recomputed(db: Queryable, projectId: string) {
-  const [totals, days, targets, senders, senderDays] = await Promise.all([
+  const [totals, days, targets, senders, senderDays, open] = await Promise.all([
     db.query(
       `SELECT chain_id, count(*) FILTER (WHERE status = 'pending')::int AS pending,
          count(*) FILTER (WHERE status = 'success')::int AS success,
@@ -149,8 +155,14 @@ async function recomputed(db: Queryable, projectId: string) {
        FROM sponsorships WHERE project_id = $1 AND ${SETTLED} GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
       [projectId],
     ),
+    db.query(
+      `SELECT chain_id, coalesce(paymaster, '') AS paymaster, sum(max_gas_cost)::text AS reserved_wei
+       FROM sponsorships WHERE project_id = $1 AND status = 'pending'
+       GROUP BY 1, 2 HAVING sum(max_gas_cost) <> 0 ORDER BY 1, 2`,
+      [projectId],
+    ),
   ]);
-  return { totals, days, targets, senders, senderDays };
+  return { totals, days, targets, senders, senderDays, open };
 }
 
 /** The overview as it was computed before the rollups (a scan of the project's sponsorships). */
@@ -447,7 +459,7 @@ describe("analytics rollups", () => {
     ).map((r) => r.id);
     assert.ok(projects.length > 0);
     const kept = await Promise.all(projects.map((id) => stored(t.db, id)));
-    const backfill = ["039_rollups_per_chain.sql"]
+    const backfill = ["039_rollups_per_chain.sql", "054_open_reservations.sql"]
       .map((file) => readFileSync(new URL(`../src/db/migrations/${file}`, import.meta.url), "utf8"))
       .map((sql) => sql.slice(sql.indexOf("-- BEGIN BACKFILL"), sql.indexOf("-- END BACKFILL")))
       .join(";\n")
@@ -465,6 +477,7 @@ describe("analytics rollups", () => {
         "rollup_project_targets",
         "rollup_project_senders",
         "rollup_project_sender_days",
+        "open_reservations",
       ]) {
         await tx.query(`DELETE FROM ${table}`);
       }

@@ -125,9 +125,11 @@ export async function readDepositCoverage(
 async function promisedOnChain(db: Queryable, chainId: number) {
   const [tanks, reserved] = await Promise.all([
     db.query<{ tanks: string }>(`SELECT (${TANKS_ON_CHAIN_SQL})::text AS tanks`, [chainId]),
-    db.query<{ paymaster: string | null; reserved: string }>(
-      `SELECT paymaster, sum(max_gas_cost)::text AS reserved FROM sponsorship_status_index
-       WHERE chain_id = $1 AND status = 'pending' GROUP BY paymaster`,
+    // The running sums of migration 054, a row per project: the pending rows themselves are as
+    // many as the authorizations of the last minutes, and every instance asks every few seconds.
+    db.query<{ paymaster: string; reserved: string }>(
+      `SELECT paymaster, sum(reserved_wei)::text AS reserved FROM open_reservations
+       WHERE chain_id = $1 GROUP BY paymaster`,
       [chainId],
     ),
   ]);

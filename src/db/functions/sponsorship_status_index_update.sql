@@ -1,6 +1,7 @@
 -- sponsorship_status_index (migration 021) follows every change of a sponsorship's status or of
 -- the columns it copies: the old entry goes, and the new one comes unless the status is success.
--- Rows whose copied columns did not change cost one comparison.
+-- Rows whose copied columns did not change cost one comparison. open_reservations (migration 054)
+-- loses the changed rows' old pending cost and gains their new one, in key order.
 CREATE OR REPLACE FUNCTION sponsorship_status_index_update() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   v_changed bigint[];
@@ -21,6 +22,15 @@ BEGIN
     SELECT n.id, n.project_id, n.chain_id, n.status, n.sender, n.paymaster, n.valid_after, n.valid_until,
         n.max_gas_cost
       FROM new_rows n WHERE n.id = ANY (v_changed) AND n.status <> 'success';
+  INSERT INTO open_reservations AS t (project_id, chain_id, paymaster, reserved_wei)
+    SELECT m.project_id, m.chain_id, m.paymaster, sum(m.wei) FROM (
+        SELECT o.project_id, o.chain_id, coalesce(o.paymaster, '') AS paymaster, -o.max_gas_cost AS wei
+          FROM old_rows o WHERE o.id = ANY (v_changed) AND o.status = 'pending'
+        UNION ALL
+        SELECT n.project_id, n.chain_id, coalesce(n.paymaster, ''), n.max_gas_cost
+          FROM new_rows n WHERE n.id = ANY (v_changed) AND n.status = 'pending') m
+      GROUP BY 1, 2, 3 HAVING sum(m.wei) <> 0 ORDER BY 1, 2, 3
+    ON CONFLICT (project_id, chain_id, paymaster) DO UPDATE SET reserved_wei = t.reserved_wei + excluded.reserved_wei;
   RETURN NULL;
 END $$;
 
