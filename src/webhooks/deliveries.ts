@@ -108,12 +108,6 @@ export async function claimDue(
 ): Promise<ClaimedDelivery[]> {
   if (limit <= 0) return [];
   const claim = claimStatement(limit, leaseMs, caps, inFlight);
-  // Unnamed, so planned at each call on PostgreSQL: `pg` prepares a named statement once per
-  // connection, and the server may then keep one generic plan for it. The claim's, made while the
-  // deliveries table was small, kept a sequential scan of it for the final UPDATE after it grew,
-  // until statistics were gathered again: under the bench (a server without autovacuum), 43 ms a
-  // claim at 32,000 rows, a claim every 20 ms. Planning it costs about 0.9 ms, and claims come at
-  // most every REFILL_AFTER_MS apart, plus the poll's.
   const rows = await db.query<{
     id: number;
     attempts: number;
@@ -128,7 +122,7 @@ export async function claimDue(
     project_id: string;
     payload: unknown;
     created_at: Date;
-  }>(claim.text, claim.values);
+  }>(claim.text, claim.values, "webhook-claim");
   return rows.map((r) => ({
     id: r.id,
     attempt: r.attempts,
@@ -146,13 +140,10 @@ export async function claimDue(
 }
 
 /**
- * A delivery row `d` that is due: pending, its time come, and no lease running on it (migration
- * 050). The claim's window (db/functions/webhook_claim_window.sql) reads by the same condition.
+ * The claim's statement and parameters (claimDue runs it; tests read what it reads). The claim is
+ * a function of the database's (db/functions/webhook_claim.sql), which keeps its plan per
+ * connection under settings that keep that plan on the indexes.
  */
-const DUE =
-  "d.status = 'pending' AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())";
-
-/** The claim's statement and parameters (claimDue runs it; a test reads its plan). */
 export function claimStatement(
   limit: number,
   leaseMs: number,
@@ -160,61 +151,7 @@ export function claimStatement(
   inFlight: InFlight,
 ): { text: string; values: unknown[] } {
   return {
-    text: `WITH RECURSIVE busy_endpoint AS (
-       SELECT * FROM unnest($3::bigint[], $4::int[]) AS b (endpoint_id, n)),
-     busy_project AS (
-       SELECT * FROM unnest($5::text[], $6::int[]) AS b (project_id, n)),
-     oldest AS MATERIALIZED (
-       SELECT * FROM webhook_claim_window($9)),
-     crowded AS (
-       SELECT count(*) = $9 AS yes FROM oldest),
-     waiting AS (
-       (SELECT endpoint_id FROM webhook_deliveries WHERE status = 'pending' AND (SELECT yes FROM crowded)
-        ORDER BY endpoint_id LIMIT 1)
-       UNION ALL
-       SELECT (SELECT d.endpoint_id FROM webhook_deliveries d
-               WHERE d.status = 'pending' AND d.endpoint_id > w.endpoint_id ORDER BY d.endpoint_id LIMIT 1)
-       FROM waiting w WHERE w.endpoint_id IS NOT NULL),
-     beyond AS (
-       SELECT h.id, w.endpoint_id, h.next_attempt_at
-       FROM waiting w
-       LEFT JOIN busy_endpoint be ON be.endpoint_id = w.endpoint_id
-       CROSS JOIN LATERAL (
-         SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
-         WHERE d.endpoint_id = w.endpoint_id AND ${DUE}
-         ORDER BY d.next_attempt_at, d.id
-         LIMIT GREATEST($7 - COALESCE(be.n, 0), 0)) h),
-     due AS (
-       SELECT c.id, c.next_attempt_at, c.endpoint_id, e.project_id,
-         COALESCE(be.n, 0) AS endpoint_busy, COALESCE(bp.n, 0) AS project_busy
-       FROM (SELECT * FROM oldest UNION SELECT * FROM beyond) c
-       JOIN webhook_endpoints e ON e.id = c.endpoint_id AND e.enabled
-       LEFT JOIN busy_endpoint be ON be.endpoint_id = c.endpoint_id
-       LEFT JOIN busy_project bp ON bp.project_id = e.project_id
-       WHERE COALESCE(be.n, 0) < $7 AND COALESCE(bp.n, 0) < $8),
-     within_endpoint AS (
-       SELECT * FROM (SELECT due.*,
-           row_number() OVER (PARTITION BY endpoint_id ORDER BY next_attempt_at, id) AS nth
-         FROM due) r
-       WHERE endpoint_busy + nth <= $7),
-     chosen AS (
-       SELECT id FROM (SELECT w.*,
-           row_number() OVER (PARTITION BY project_id ORDER BY next_attempt_at, id) AS nth_in_project
-         FROM within_endpoint w) r
-       WHERE project_busy + nth_in_project <= $8
-       ORDER BY next_attempt_at, id LIMIT $1),
-     claimed AS (
-       SELECT l.id FROM chosen c CROSS JOIN LATERAL (
-         SELECT d.id FROM webhook_deliveries d
-         WHERE d.id = c.id AND ${DUE}
-         FOR UPDATE OF d SKIP LOCKED) l)
-     UPDATE webhook_deliveries d SET attempts = d.attempts + 1, claim_seq = d.claim_seq + 1,
-       leased_until = now() + make_interval(secs => $2::double precision / 1000)
-     FROM webhook_endpoints e, event_outbox ev
-     WHERE d.id = ANY (ARRAY(SELECT id FROM claimed)) AND e.id = d.endpoint_id AND ev.id = d.event_id
-     RETURNING d.id, d.attempts, d.claim_seq, d.endpoint_id, e.url, e.max_events_per_request, e.secret,
-       CASE WHEN e.previous_secret_until > now() THEN e.previous_secret END AS previous_secret,
-       ev.event_id, ev.type, ev.project_id, ev.payload, ev.created_at`,
+    text: "SELECT * FROM webhook_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     values: [
       limit,
       leaseMs,
@@ -268,28 +205,8 @@ export async function recordAttempts(
   items: { delivery: Pick<ClaimedDelivery, "id" | "attempt" | "claim">; result: AttemptResult }[],
 ): Promise<boolean[]> {
   const column = <T>(f: (item: (typeof items)[number]) => T) => items.map(f);
-  // Unnamed, planned at each call, for the claim's reason (claimDue): its cached plan read the
-  // rows by id through webhook_deliveries_due, not the primary key, 12 ms a record at 100 rows.
   const rows = await db.query<{ moved: boolean }>(
-    `WITH input AS (
-       SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::int[], $5::text[], $6::bigint[],
-           $7::timestamptz[], $8::int[], $9::int[])
-         WITH ORDINALITY AS i (id, attempt, status, status_code, error, delay_ms, started_at, latency_ms, claim, ord)),
-     moved AS (
-       UPDATE webhook_deliveries d SET status = i.status, last_status_code = i.status_code,
-         last_error = i.error, leased_until = NULL,
-         next_attempt_at = CASE WHEN i.delay_ms IS NULL THEN d.next_attempt_at
-           ELSE now() + make_interval(secs => i.delay_ms::double precision / 1000) END,
-         completed_at = CASE WHEN i.status = 'pending' THEN NULL ELSE now() END
-       FROM input i
-       WHERE d.id = i.id AND d.claim_seq = i.claim AND d.status = 'pending'
-       RETURNING d.id, CASE WHEN d.status = 'pending' THEN d.next_attempt_at END AS next_at),
-     logged AS (
-       INSERT INTO webhook_attempts (delivery_id, attempt, started_at, latency_ms, status_code, error, next_attempt_at)
-       SELECT i.id, i.attempt, i.started_at, i.latency_ms, i.status_code, i.error, m.next_at
-         FROM input i LEFT JOIN moved m ON m.id = i.id ORDER BY i.ord)
-     SELECT m.id IS NOT NULL AS moved FROM input i LEFT JOIN moved m ON m.id = i.id
-     ORDER BY i.ord`,
+    "SELECT moved FROM webhook_record_attempts($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     [
       column((x) => x.delivery.id),
       column((x) => x.delivery.attempt),
@@ -301,6 +218,7 @@ export async function recordAttempts(
       column((x) => x.result.latencyMs),
       column((x) => x.delivery.claim),
     ],
+    "webhook-record-attempts",
   );
   return rows.map((r) => r.moved);
 }

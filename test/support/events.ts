@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import AjvModule from "ajv";
 import formatsModule from "ajv-formats";
-import type { Db } from "../../src/db/db.ts";
+import type { Db, Queryable } from "../../src/db/db.ts";
 import { EVENTS, type EventType } from "../../src/webhooks/events.ts";
 
 const Ajv = AjvModule.default;
@@ -46,10 +46,25 @@ export async function assertEventsMatchRegistry(db: Db): Promise<Set<EventType>>
  * (the outbox row, and a delivery per subscribed endpoint by its fan-out trigger), with a payload
  * of the registered shape.
  */
-export async function emitBalanceLow(db: Db, projectId: string, n: number): Promise<void> {
+export async function emitBalanceLow(db: Queryable, projectId: string, n: number): Promise<void> {
   await db.query(
     `SELECT emit_events('balance.low', array_fill($1::text, ARRAY[$2::int]),
        array_fill(jsonb_build_object('chainId', 14601, 'balance', '1', 'threshold', '2'), ARRAY[$2::int]))`,
     [projectId, n],
   );
+}
+
+/**
+ * Rows of webhook_deliveries read so far in this transaction, as PostgreSQL counts them: those its
+ * sequential scans returned and those its index scans fetched from the table, whether or not a
+ * filter then dropped them. Index entries of row versions that are already dead are not counted
+ * (a store without vacuum keeps many): what a statement reads of the live table is the figure.
+ * Read it before and after a statement, in its transaction.
+ */
+export async function deliveriesRead(tx: Queryable): Promise<number> {
+  const [row] = await tx.query<{ n: number }>(
+    `SELECT (pg_stat_get_xact_tuples_returned('webhook_deliveries'::regclass)
+       + pg_stat_get_xact_tuples_fetched('webhook_deliveries'::regclass))::int AS n`,
+  );
+  return row!.n;
 }
