@@ -124,7 +124,11 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     authFailures,
     signer,
     keyring,
-    reservations: reservationBatcher(db, (size) => metrics.reservationBatch(size)),
+    reservations: reservationBatcher(
+      db,
+      (size) => metrics.reservationBatch(size),
+      () => webhooks.kick(),
+    ),
     feeOracle,
     senderCode,
     readiness,

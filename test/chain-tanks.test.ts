@@ -3,6 +3,7 @@ import { after, before, describe, it } from "node:test";
 import { writeCheckpoints } from "../src/ledger/checkpoints.ts";
 import { creditDeposit, parity, release, TANKS_ON_CHAIN_SQL } from "../src/ledger/ledger.ts";
 import { orphanOperations, recordOperation } from "../src/settlement/store.ts";
+import { relaySponsoredEvents } from "../src/webhooks/relay.ts";
 import {
   allowMintOnEveryChain,
   authorizeMint,
@@ -268,6 +269,8 @@ describe("a gas tank per chain", () => {
     const after = await tanks(p.projectId);
     assert.equal(after[HOME], before[HOME]);
     assert.equal(after[OTHER], before[OTHER]! - b.maxWei);
+    // The sponsorship's event is written by the relay after its reservation (migration 055).
+    await relaySponsoredEvents(t.db);
     const events = await t.db.query<{ type: string; chain: number }>(
       `SELECT type, (payload ->> 'chainId')::int AS chain FROM event_outbox WHERE project_id = $1 ORDER BY id`,
       [p.projectId],

@@ -12,12 +12,21 @@ export interface ReservationBatcher {
   reserve(r: Reservation): Promise<ReserveOutcome>;
 }
 
-/** `observeBatch` learns each batch's size (the reservation batch metric). */
-export function reservationBatcher(db: Queryable, observeBatch?: (size: number) => void): ReservationBatcher {
+/**
+ * `observeBatch` learns each batch's size (the reservation batch metric); `reserved` is told after
+ * each batch's call has come back (the webhook worker relays sponsorship.sponsored events then).
+ */
+export function reservationBatcher(
+  db: Queryable,
+  observeBatch?: (size: number) => void,
+  reserved?: () => void,
+): ReservationBatcher {
   // One batch per project and chain: a chain's reservations are decided on that chain's tank.
-  const send = batchPerKey((_key: string, items: Reservation[]) => {
+  const send = batchPerKey(async (_key: string, items: Reservation[]) => {
     observeBatch?.(items.length);
-    return reserveMany(db, items[0]!.projectId, items);
+    const outcomes = await reserveMany(db, items[0]!.projectId, items);
+    reserved?.();
+    return outcomes;
   });
   return { reserve: (r) => send(`${r.chainId}:${r.projectId}`, r) };
 }

@@ -40,6 +40,7 @@ import {
   type WebhookSend,
   webhookSender,
 } from "./egress.ts";
+import { RELAY_LIMIT, relaySponsoredEvents } from "./relay.ts";
 import { afterFailure, delivered, type RetryPolicy } from "./schedule.ts";
 import { signedHeaders } from "./signing.ts";
 
@@ -71,6 +72,11 @@ export interface WebhookWorker {
    * the worker with it). Returns how many were attempted.
    */
   drain(): Promise<number>;
+  /**
+   * Sponsorships were just reserved: relay their sponsorship.sponsored events soon (relay.ts), at
+   * most one pass per RELAY_AFTER_MS, and claim what the pass wrote. Does nothing until started.
+   */
+  kick(): void;
 }
 
 /** An event as its endpoint receives it. The body is built from the stored row, so every retry sends the same bytes. */
@@ -142,13 +148,57 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
     warn: (obj, msg) => log?.warn(obj, msg),
   });
 
+  // The relay of sponsorship.sponsored events (relay.ts): a pass at each poll tick, and one soon
+  // after this instance's reservations (kick), at most one per RELAY_AFTER_MS so that a pass
+  // writes the events of many authorizations in one statement. A pass that wrote events is
+  // followed by a claim at once, rather than at the next tick.
+  let relaying: Promise<void> | null = null;
+  let relayAgain = false;
+  let relayTimer: NodeJS.Timeout | null = null;
+  let lastRelayAt = Number.NEGATIVE_INFINITY;
+  const relayPass = async (): Promise<void> => {
+    lastRelayAt = performance.now();
+    let passed = RELAY_LIMIT;
+    while (passed >= RELAY_LIMIT && !stopping.signal.aborted) passed = await relaySponsoredEvents(db);
+  };
+  const relayNow = (): void => {
+    relayTimer = null;
+    if (loop === null) return;
+    relaying = relayPass()
+      .then(() => pool.fill())
+      .catch((err: unknown) => log?.warn({ err: (err as Error).message }, "sponsored events relay failed"))
+      .finally(() => {
+        relaying = null;
+        if (relayAgain) {
+          relayAgain = false;
+          kick();
+        }
+      });
+  };
+  const kick = (): void => {
+    if (loop === null || relayTimer !== null) return;
+    if (relaying !== null) {
+      relayAgain = true;
+      return;
+    }
+    relayTimer = setTimeout(relayNow, Math.max(0, lastRelayAt + RELAY_AFTER_MS - performance.now()));
+  };
+
   let loop: PollLoop | null = null;
   return {
     start(l) {
       log = l;
       stopping = new AbortController();
-      // A tick only fills free slots; deliveries run on, and each refills its slot when it ends.
-      loop = pollLoop(pool.fill, {
+      // A tick relays what other instances reserved, then fills free slots; deliveries run on,
+      // and each refills its slot when it ends.
+      const tick = async () => {
+        // A relay that fails (logged) leaves the deliveries already written to go out all the same.
+        await relayPass().catch((err: unknown) =>
+          log?.warn({ err: (err as Error).message }, "sponsored events relay failed"),
+        );
+        await pool.fill();
+      };
+      loop = pollLoop(tick, {
         name: "webhooks",
         intervalMs: options.pollIntervalMs,
         maxBackoffMs: 30_000,
@@ -160,9 +210,17 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
       stopping.abort();
       await loop?.stop();
       loop = null;
+      if (relayTimer) clearTimeout(relayTimer);
+      relayTimer = null;
+      relayAgain = false;
+      await relaying;
       await pool.settle();
     },
-    drain: pool.drain,
+    async drain() {
+      await relayPass();
+      return pool.drain();
+    },
+    kick,
   };
 }
 
@@ -303,6 +361,13 @@ const CLAIMED_PER_SLOT = 8;
  * slots wait can be held back by it.
  */
 export const REFILL_AFTER_MS = 20;
+
+/**
+ * The shortest time between two relay passes that follow reservations (kick): the events of what
+ * is reserved meanwhile are written by one statement. It is also about the most it adds to an
+ * event's way out.
+ */
+export const RELAY_AFTER_MS = 20;
 
 /**
  * The worker's slots. A delivery holds a slot during its exchange with the receiver; the caps
