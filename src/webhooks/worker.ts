@@ -151,21 +151,31 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
   // The relay of sponsorship.sponsored events (relay.ts): a pass at each poll tick, and one soon
   // after this instance's reservations (kick), at most one per RELAY_AFTER_MS so that a pass
   // writes the events of many authorizations in one statement. A pass that wrote events is
-  // followed by a claim at once, rather than at the next tick.
+  // followed by a claim within REFILL_AFTER_MS, rather than at the next tick.
   let relaying: Promise<void> | null = null;
   let relayAgain = false;
   let relayTimer: NodeJS.Timeout | null = null;
   let lastRelayAt = Number.NEGATIVE_INFINITY;
-  const relayPass = async (): Promise<void> => {
+  /** Relays until a pass comes back short; answers how many sponsorships it passed in all. */
+  const relayPass = async (): Promise<number> => {
     lastRelayAt = performance.now();
+    let total = 0;
     let passed = RELAY_LIMIT;
-    while (passed >= RELAY_LIMIT && !stopping.signal.aborted) passed = await relaySponsoredEvents(db);
+    while (passed >= RELAY_LIMIT && !stopping.signal.aborted) {
+      passed = await relaySponsoredEvents(db);
+      total += passed;
+    }
+    return total;
   };
   const relayNow = (): void => {
     relayTimer = null;
     if (loop === null) return;
     relaying = relayPass()
-      .then(() => pool.fill())
+      // Claimed at the pace of the refills (REFILL_AFTER_MS), not one claim per pass; a pass that
+      // found nothing (no project subscribes) claims nothing.
+      .then((passed) => {
+        if (passed > 0) pool.nudge();
+      })
       .catch((err: unknown) => log?.warn({ err: (err as Error).message }, "sponsored events relay failed"))
       .finally(() => {
         relaying = null;
@@ -337,6 +347,8 @@ interface DeliveryPool {
   fill(): Promise<void>;
   /** Fills, and fills again as slots free, until nothing is claimed; resolves to how many were sent. */
   drain(): Promise<number>;
+  /** New deliveries were written: claim them within REFILL_AFTER_MS, with whatever else freed meanwhile. */
+  nudge(): void;
   /** Once stopped: hands back what waits, then waits for the claim and the deliveries in flight. */
   settle(): Promise<void>;
 }
@@ -562,6 +574,7 @@ function deliveryPool(p: {
 
   return {
     fill,
+    nudge: refill,
     async drain() {
       const before = launched;
       await fill();
