@@ -80,6 +80,27 @@ describe("the sponsorship.sponsored relay", () => {
     assert.deepEqual(await sponsoredEvents(p.projectId), ids, "and nothing written twice");
   });
 
+  it("a pass stops after the project that takes it past its limit; the next goes on from there", async () => {
+    const projects = [await project(), await project(), await project()];
+    const ids: string[][] = [];
+    for (const p of projects) {
+      await addWebhookEndpoint(t, p, "https://hooks.example.com/passes", ["sponsorship.sponsored"]);
+      ids.push(await authorized(p, 4));
+    }
+    const passes: number[] = [];
+    for (let passed = -1; passed !== 0; ) {
+      passed = await relaySponsoredEvents(t.db, 5);
+      passes.push(passed);
+    }
+    // Other tests' projects may still hold sponsorships: only the shape is fixed, two projects a
+    // pass at most (4 + 4 reach 5), and every one of these projects' events written once.
+    assert.ok(
+      passes.slice(0, -1).every((n) => n >= 4 && n <= 8),
+      passes.join(", "),
+    );
+    for (const [i, p] of projects.entries()) assert.deepEqual(await sponsoredEvents(p.projectId), ids[i]);
+  });
+
   it("no event for what a project sponsored before it subscribed, or while nobody did", async () => {
     const p = await project();
     await authorized(p, 2);

@@ -1,7 +1,8 @@
 -- Writes the sponsorship.sponsored events of sponsorships made since the relay last passed each
 -- subscribed project (migration 055 says why they are not written by the reservation itself), at
--- most p_limit sponsorships per project, and answers how many sponsorships it passed: p_limit or
--- more means there may be more waiting. Run by every instance's webhook worker (webhooks/relay.ts).
+-- most p_limit sponsorships per project and no further project once p_limit are passed, and answers
+-- how many sponsorships it passed: p_limit or more means there may be more waiting. Run by every
+-- instance's webhook worker (webhooks/relay.ts).
 --
 -- Each project's cursor is taken with SKIP LOCKED, so instances relaying at once share the
 -- projects out; the events and the cursor's move commit together, so each sponsorship's event is
@@ -47,6 +48,9 @@ BEGIN
       v_upto := c.head;
     END IF;
     UPDATE sponsored_event_cursors SET last_seq = v_upto WHERE project_id = c.project_id;
+    -- One pass writes about p_limit events at most, whatever the number of projects behind (a
+    -- backlog after an outage): the caller passes again while a pass comes back full.
+    EXIT WHEN v_passed >= p_limit;
   END LOOP;
   RETURN v_passed;
 END $$;
