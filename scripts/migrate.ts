@@ -9,8 +9,12 @@ try {
   const config = loadConfig();
   const store = await openStore(config, processLogger(config.logLevel));
   try {
-    const { migrations, functions } = await migrate(store.db);
-    if (migrations.length === 0 && functions.length === 0) console.log("database is up to date");
+    const { migrations, functions, newer } = await migrate(store.db);
+    if (newer.length > 0) {
+      console.log(
+        `the database has migrations this release does not know (${newer.join(", ")}): its functions are left as the newer release applied them`,
+      );
+    } else if (migrations.length === 0 && functions.length === 0) console.log("database is up to date");
     if (migrations.length > 0) console.log(`migrations applied: ${migrations.join(", ")}`);
     if (functions.length > 0) console.log(`functions applied: ${functions.join(", ")}`);
   } finally {

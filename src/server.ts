@@ -105,7 +105,7 @@ async function serve(config: Config, log: Logger, index: number | null) {
   // Embedded, PGlite gets a thread of its own: its statements no longer take the event loop.
   const store = await openStore(config, log, startup.signal, { embeddedThread: true });
   const runsWatchers = index === null || index === 1;
-  await migrateStore(store.db);
+  await migrateStore(store.db, log);
   const wired = await wireServices(config, store.db, { chainWatchers: true });
   await sealPlaintextSecrets(wired.services, log);
   const app = await buildApp({ services: wired.services, loggerInstance: log });
@@ -176,7 +176,7 @@ async function sealPlaintextSecrets(services: Pick<Services, "db" | "keyring">, 
 async function preflight(config: Config, log: Logger) {
   const store = await openStore(config, log, startup.signal);
   try {
-    await migrateStore(store.db);
+    await migrateStore(store.db, log);
   } finally {
     await store.close();
   }
@@ -189,12 +189,22 @@ async function preflight(config: Config, log: Logger) {
   });
 }
 
-/** Brings the store's schema up to date; a failure is a start-up failure of its own. */
-async function migrateStore(db: Db) {
+/**
+ * Brings the store's schema up to date; a failure is a start-up failure of its own. A store a newer
+ * release migrated is served as it is, with a warning (an upgrade with both releases running).
+ */
+async function migrateStore(db: Db, log: Logger) {
+  let newer: string[];
   try {
-    await migrate(db);
+    ({ newer } = await migrate(db));
   } catch (err) {
     throw new StartupFailure(`migrations failed: ${firstLine(err)}`);
+  }
+  if (newer.length > 0) {
+    log.warn(
+      { newerMigrations: newer },
+      "the database was migrated by a newer release: its functions are left as that release applied them",
+    );
   }
 }
 

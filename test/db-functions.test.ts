@@ -96,18 +96,41 @@ function sourceFiles(dir: URL): string[] {
 
 describe("the migrator and the function files", () => {
   it("a migrated store applies nothing again", async () => {
-    assert.deepEqual(await migrate(store.db), { migrations: [], functions: [] });
+    assert.deepEqual(await migrate(store.db), { migrations: [], functions: [], newer: [] });
   });
 
   it("a function file whose content changed is applied again, alone", async () => {
     // What the store holds for one file no longer matches it, as after an edit of the file.
     await store.db.query("UPDATE schema_functions SET sha256 = 'stale' WHERE name = 'emit_event.sql'");
     await store.db.query("DROP FUNCTION emit_event(text, text, jsonb)");
-    assert.deepEqual(await migrate(store.db), { migrations: [], functions: ["emit_event.sql"] });
+    assert.deepEqual(await migrate(store.db), { migrations: [], functions: ["emit_event.sql"], newer: [] });
     const [row] = await store.db.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM pg_proc WHERE proname = 'emit_event' AND pronamespace = current_schema()::regnamespace",
     );
     assert.equal(row?.n, 1, "the function is back");
+  });
+
+  it("a database a newer release migrated keeps that release's functions", async () => {
+    // During an upgrade an instance of the previous release may start after the new one migrated:
+    // its function files are older than what is applied, and applying them would put back what
+    // the newer release changed or dropped (migration 055 drops a trigger the older files create).
+    await store.db.query("INSERT INTO schema_migrations (version) VALUES ('999_from_a_newer_release.sql')");
+    await store.db.query("UPDATE schema_functions SET sha256 = 'newer' WHERE name = 'emit_event.sql'");
+    try {
+      assert.deepEqual(await migrate(store.db), {
+        migrations: [],
+        functions: [],
+        newer: ["999_from_a_newer_release.sql"],
+      });
+      const [kept] = await store.db.query<{ sha256: string }>(
+        "SELECT sha256 FROM schema_functions WHERE name = 'emit_event.sql'",
+      );
+      assert.equal(kept?.sha256, "newer", "left as the newer release applied it");
+    } finally {
+      await store.db.query("DELETE FROM schema_migrations WHERE version = '999_from_a_newer_release.sql'");
+    }
+    // This release's own database again: its file is applied.
+    assert.deepEqual(await migrate(store.db), { migrations: [], functions: ["emit_event.sql"], newer: [] });
   });
 
   it("every function file is recorded with its digest, and every function the files define exists", async () => {

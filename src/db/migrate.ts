@@ -13,6 +13,11 @@ export interface MigrationResult {
   migrations: string[];
   /** Function files (re)applied now: new, or changed since they were last applied. */
   functions: string[];
+  /**
+   * Migrations the database has that this release does not know: a newer release migrated it.
+   * Its functions are then left as that release applied them (none is applied here).
+   */
+  newer: string[];
 }
 
 /**
@@ -25,7 +30,8 @@ export interface MigrationResult {
  *   last applied (its SHA-256 is kept in schema_functions), after every pending migration, so a
  *   function is edited in place instead of copied whole into a new migration. Function bodies
  *   are checked when called, not when created, so the files apply in any order. Removing a
- *   function takes a migration with its DROP FUNCTION.
+ *   function takes a migration with its DROP FUNCTION. A database that a newer release migrated
+ *   (it has migrations this release lacks) keeps the functions that release applied.
  */
 export async function migrate(db: Db, options: { until?: string } = {}): Promise<MigrationResult> {
   return db.transaction(async (tx) => {
@@ -36,10 +42,20 @@ export async function migrate(db: Db, options: { until?: string } = {}): Promise
     await tx.query("SET LOCAL lock_timeout = '300s'");
     await tx.query("SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", [MIGRATION_LOCK_KEY]);
     const migrations = await applyMigrations(tx, options.until);
+    // A newer release migrated this database (instances of two releases side by side during an
+    // upgrade): this release's function files are older than what is applied, and applying them
+    // would put back what the newer one changed or removed (a trigger dropped by its migration,
+    // re-created here, would write its events beside what replaced it). They are left alone.
+    const known = new Set(sqlFiles(MIGRATIONS_DIR));
+    const newer = (
+      await tx.query<{ version: string }>("SELECT version FROM schema_migrations ORDER BY version")
+    )
+      .map((r) => r.version)
+      .filter((v) => !known.has(v));
     // A schema stopped at an earlier migration (a test building yesterday's database) has no
     // functions: today's may name columns it does not have yet.
-    const functions = options.until === undefined ? await applyFunctions(tx) : [];
-    return { migrations, functions };
+    const functions = options.until === undefined && newer.length === 0 ? await applyFunctions(tx) : [];
+    return { migrations, functions, newer };
   });
 }
 
