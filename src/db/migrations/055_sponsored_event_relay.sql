@@ -4,8 +4,9 @@
 -- reservation of the project waits for it: the reservations of a project follow one another. With
 -- an endpoint subscribed, the statement-level trigger on sponsorships wrote the batch's events
 -- (their JSON, the outbox rows, the fan-out's delivery rows) inside that window: about 3 ms more
--- per batch of 25 under `npm run bench`, where the whole call took 4.5, and the events scenario
--- made 0.5-0.6 of the plain scenario's rate while the machine was not busy.
+-- per batch of 25 under `npm run bench`, where the whole call took 4.5 without events. After this
+-- change the call takes 5.1 ms with events; the bench's rate did not follow on its 2-core machine,
+-- where the service's own wait on the cores it shares with PostgreSQL sets it (README, Performance).
 --
 -- The events are now written after the reservation commits, by a relay (db/functions/
 -- relay_sponsored_events.sql, run by every instance's webhook worker): a cursor per subscribed
