@@ -28,6 +28,7 @@ import { createSigner } from "./sponsor/signer.ts";
 import { approvalGate } from "./webhooks/approval.ts";
 import { countPending } from "./webhooks/deliveries.ts";
 import { webhookSender } from "./webhooks/egress.ts";
+import { relayBacklog } from "./webhooks/relay.ts";
 import { type WebhookWorker, webhookWorker } from "./webhooks/worker.ts";
 
 export const VERSION: string = JSON.parse(
@@ -96,6 +97,7 @@ export async function wireServices(config: Config, db: Db, options: WireOptions 
     replicas.start();
   }
   metrics.pendingDeliveriesFrom(() => countPending(db, PENDING_DELIVERIES_CAP), now);
+  metrics.relayBacklogFrom(() => relayBacklog(db), now);
   const served = servedChains(config);
   metrics.chainsServed(served);
   const signer = createSigner(signerKey);

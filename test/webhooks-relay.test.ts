@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import { relaySponsoredEvents } from "../src/webhooks/relay.ts";
+import { relayBacklog, relaySponsoredEvents } from "../src/webhooks/relay.ts";
 import { webhookWorker } from "../src/webhooks/worker.ts";
 import {
   authorizeMint,
@@ -99,6 +99,20 @@ describe("the sponsorship.sponsored relay", () => {
       passes.join(", "),
     );
     for (const [i, p] of projects.entries()) assert.deepEqual(await sponsoredEvents(p.projectId), ids[i]);
+  });
+
+  it("the backlog gauge counts what the relay has not passed, and is on /metrics", async () => {
+    const p = await project();
+    await addWebhookEndpoint(t, p, "https://hooks.example.com/behind", ["sponsorship.sponsored"]);
+    await relaySponsoredEvents(t.db);
+    const before = await relayBacklog(t.db);
+    await authorized(p, 3);
+    assert.equal((await relayBacklog(t.db)) - before, 3);
+    await relaySponsoredEvents(t.db);
+    assert.equal(await relayBacklog(t.db), 0);
+    const scraped = await t.request({ method: "GET", url: "/metrics" });
+    assert.match(scraped.body, /^# TYPE gss_sponsored_events_behind gauge$/m);
+    assert.match(scraped.body, /^gss_sponsored_events_behind 0$/m);
   });
 
   it("no event for what a project sponsored before it subscribed, or while nobody did", async () => {

@@ -127,6 +127,11 @@ export interface Metrics {
    * a time. Until a read succeeds, and after one fails, the gauge has no sample.
    */
   pendingDeliveriesFrom(read: () => Promise<number>, now?: () => number): void;
+  /**
+   * Where the sponsored-events relay's backlog comes from (webhooks/relay.ts): read as the pending
+   * deliveries are, at most every PENDING_SAMPLE_MAX_AGE_MS, no sample until a read succeeds.
+   */
+  relayBacklogFrom(read: () => Promise<number>, now?: () => number): void;
   /** One call of an approval webhook: its result and how long it took. */
   approvalCall(result: ApprovalCallResult, seconds: number): void;
   /**
@@ -381,6 +386,19 @@ export function createMetrics(options: {
       else this.set(n);
     },
   }).remove();
+  let relayBacklogSample: (() => Promise<number | null>) | null = null;
+  new Gauge({
+    aggregator: "max",
+    name: "gss_sponsored_events_behind",
+    help: `Sponsorships of projects with a sponsorship.sponsored cursor whose event the relay has not written yet (migration 055); read from the store at most every ${PENDING_SAMPLE_MAX_AGE_MS / 1000} s`,
+    registers,
+    async collect() {
+      if (!relayBacklogSample) return;
+      const n = await relayBacklogSample();
+      if (n === null) this.remove();
+      else this.set(n);
+    },
+  }).remove();
   const approvals = new Counter({
     name: "gss_approval_webhook_calls_total",
     help: "Calls of projects' approval webhooks by result: approved, denied, timeout (no answer within the project's timeoutMs), error (another status, an unusable answer, a failed or refused connection)",
@@ -510,6 +528,9 @@ export function createMetrics(options: {
     refusalFlushFailed: () => refusalFlushFailures.inc(),
     pendingDeliveriesFrom(read, now = Date.now) {
       pendingSample = cachedRead(read, now);
+    },
+    relayBacklogFrom(read, now = Date.now) {
+      relayBacklogSample = cachedRead(read, now);
     },
     approvalCall(result, seconds) {
       approvals.inc({ result });

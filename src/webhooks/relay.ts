@@ -22,3 +22,16 @@ export async function relaySponsoredEvents(db: Queryable, limit = RELAY_LIMIT): 
   );
   return Number(row?.passed ?? 0);
 }
+
+/**
+ * Sponsorships the relay has not passed yet, over every project with a cursor (the
+ * gss_sponsored_events_behind gauge): near zero while it keeps up, growing if it stalls.
+ */
+export async function relayBacklog(db: Queryable): Promise<number> {
+  const [row] = await db.query<{ behind: string }>(
+    `SELECT coalesce(sum(p.sponsorships_seq - k.last_seq), 0)::text AS behind
+     FROM sponsored_event_cursors k JOIN projects p ON p.id = k.project_id
+     WHERE p.sponsorships_seq > k.last_seq`,
+  );
+  return Number(row?.behind ?? 0);
+}
