@@ -168,6 +168,33 @@ export function weiToEther(wei: bigint): number {
 }
 
 /**
+ * A gauge whose value is read from the store at scrape time (the source given to the returned
+ * function, a cachedRead): no sample until a source is given and a read succeeds, nor after one fails.
+ */
+function storeGauge(
+  name: string,
+  help: string,
+  registers: Registry[],
+): (source: () => Promise<number | null>) => void {
+  let sample: (() => Promise<number | null>) | null = null;
+  new Gauge({
+    aggregator: "max",
+    name,
+    help,
+    registers,
+    async collect() {
+      if (!sample) return;
+      const n = await sample();
+      if (n === null) this.remove();
+      else this.set(n);
+    },
+  }).remove();
+  return (source) => {
+    sample = source;
+  };
+}
+
+/**
  * A number read from the store for a gauge at scrape time, without letting scrapes drive the
  * store: a read starts only when the last one started PENDING_SAMPLE_MAX_AGE_MS ago or more (a
  * failed one included), concurrent scrapes share it, and a scrape waits for it at most
@@ -373,32 +400,16 @@ export function createMetrics(options: {
     help: "Webhook deliveries that failed for good: their last attempt (WEBHOOK_MAX_ATTEMPTS) failed too",
     registers,
   });
-  let pendingSample: (() => Promise<number | null>) | null = null;
-  new Gauge({
-    aggregator: "max",
-    name: "gss_webhook_deliveries_pending",
-    help: `Webhook deliveries waiting for an attempt (status pending), counted up to ${PENDING_DELIVERIES_CAP}; read from the store at most every ${PENDING_SAMPLE_MAX_AGE_MS / 1000} s`,
+  const pendingSample = storeGauge(
+    "gss_webhook_deliveries_pending",
+    `Webhook deliveries waiting for an attempt (status pending), counted up to ${PENDING_DELIVERIES_CAP}; read from the store at most every ${PENDING_SAMPLE_MAX_AGE_MS / 1000} s`,
     registers,
-    async collect() {
-      if (!pendingSample) return;
-      const n = await pendingSample();
-      if (n === null) this.remove();
-      else this.set(n);
-    },
-  }).remove();
-  let relayBacklogSample: (() => Promise<number | null>) | null = null;
-  new Gauge({
-    aggregator: "max",
-    name: "gss_sponsored_events_behind",
-    help: `Sponsorships of projects with a sponsorship.sponsored cursor whose event the relay has not written yet (migration 055); read from the store at most every ${PENDING_SAMPLE_MAX_AGE_MS / 1000} s`,
+  );
+  const relayBacklogSample = storeGauge(
+    "gss_sponsored_events_behind",
+    `Sponsorships of projects with a sponsorship.sponsored cursor whose event the relay has not written yet (migration 055); read from the store at most every ${PENDING_SAMPLE_MAX_AGE_MS / 1000} s`,
     registers,
-    async collect() {
-      if (!relayBacklogSample) return;
-      const n = await relayBacklogSample();
-      if (n === null) this.remove();
-      else this.set(n);
-    },
-  }).remove();
+  );
   const approvals = new Counter({
     name: "gss_approval_webhook_calls_total",
     help: "Calls of projects' approval webhooks by result: approved, denied, timeout (no answer within the project's timeoutMs), error (another status, an unusable answer, a failed or refused connection)",
@@ -527,10 +538,10 @@ export function createMetrics(options: {
     webhookGaveUp: () => gaveUp.inc(),
     refusalFlushFailed: () => refusalFlushFailures.inc(),
     pendingDeliveriesFrom(read, now = Date.now) {
-      pendingSample = cachedRead(read, now);
+      pendingSample(cachedRead(read, now));
     },
     relayBacklogFrom(read, now = Date.now) {
-      relayBacklogSample = cachedRead(read, now);
+      relayBacklogSample(cachedRead(read, now));
     },
     approvalCall(result, seconds) {
       approvals.inc({ result });
