@@ -1,7 +1,7 @@
 -- The oldest due webhook deliveries, at most p_limit, read in (next_attempt_at, id) order straight
--- from webhook_deliveries_due: the first part of a claim (src/webhooks/deliveries.ts). A leased
+-- from webhook_deliveries_due: the first part of a claim (webhook_claim.sql). A leased
 -- row (in flight, migration 050) is still in that index; it is stepped over here. The claim's
--- other reads use the same condition (DUE in deliveries.ts).
+-- other reads use the same condition (webhook_claim.sql).
 --
 -- The planner settings are the point of this function. A store whose statistics are stale or
 -- were never gathered (PGlite has no autovacuum; the test server runs without it) estimates a
