@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, it } from "node:test";
-import type { Queryable } from "../src/db/db.ts";
 import { claimStatement, recordAttempts } from "../src/webhooks/deliveries.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
-import { deliveriesRead, emitBalanceLow } from "./support/events.ts";
+import { deliveriesRead, emitBalanceLow, rolledBack } from "./support/events.ts";
 import { addWebhookEndpoint } from "./support/receiver.ts";
 
 /**
@@ -31,20 +30,6 @@ async function project() {
   return seedProject(t, { slug: `plan-${tag}`, email: `plan-${tag}@example.com` });
 }
 
-/** Runs `body` in a transaction that is rolled back, and answers what it returned. */
-async function rolledBack<T>(body: (tx: Queryable) => Promise<T>): Promise<T> {
-  let out: { value: T } | null = null;
-  await t.db
-    .transaction(async (tx) => {
-      out = { value: await body(tx) };
-      throw new Error("roll back");
-    })
-    .catch((err: unknown) => {
-      if (!(err instanceof Error && err.message === "roll back")) throw err;
-    });
-  return out!.value;
-}
-
 describe("the claim's and the record's kept plans, made on an empty table", () => {
   it("a claim reads a bounded window of a large backlog with the plan it kept from an empty table", async () => {
     const [busy, other] = [await project(), await project()];
@@ -53,7 +38,7 @@ describe("the claim's and the record's kept plans, made on an empty table", () =
     const caps = { perEndpoint: 2, perProject: 4 };
     const idle = { byEndpoint: new Map<number, number>(), byProject: new Map<string, number>() };
     const atCap = { byEndpoint: new Map([[busyEndpoint.id, 2]]), byProject: new Map([[busy.projectId, 2]]) };
-    const { read, claimed } = await rolledBack(async (tx) => {
+    const { read, claimed } = await rolledBack(t.db, async (tx) => {
       // More calls than the five after which PostgreSQL may keep one generic plan.
       for (let i = 0; i < 10; i++) {
         const warm = claimStatement(16, 60_000, caps, i % 2 === 0 ? idle : atCap);
@@ -82,7 +67,7 @@ describe("the claim's and the record's kept plans, made on an empty table", () =
       error: null,
       next: { kind: "succeeded" as const },
     };
-    const { read, moved } = await rolledBack(async (tx) => {
+    const { read, moved } = await rolledBack(t.db, async (tx) => {
       // Ten records of one attempt each, while the table holds ten rows.
       await emitBalanceLow(tx, p.projectId, 10);
       const first = claimStatement(10, 60_000, caps, idle);

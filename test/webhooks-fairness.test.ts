@@ -26,7 +26,7 @@ import {
   webhookWorker,
 } from "../src/webhooks/worker.ts";
 import { seedProject, startTestApp, type TestApp } from "./support/app.ts";
-import { deliveriesRead, emitBalanceLow } from "./support/events.ts";
+import { deliveriesRead, emitBalanceLow, rolledBack } from "./support/events.ts";
 import { addWebhookEndpoint, type Receiver, startReceiver } from "./support/receiver.ts";
 
 /**
@@ -600,23 +600,11 @@ describe("request deadlines survive garbage collection", () => {
  * counters see every statement inside it.
  */
 async function claimRowsRead(claim: { text: string; values: unknown[] }): Promise<number> {
-  return t.db
-    .transaction(async (tx) => {
-      const before = await deliveriesRead(tx);
-      await tx.query(claim.text, claim.values);
-      throw new PlanRead((await deliveriesRead(tx)) - before);
-    })
-    .catch((err: unknown) => {
-      if (err instanceof PlanRead) return err.rows;
-      throw err;
-    });
-}
-
-/** Carries a figure out of a transaction that is rolled back (the claim ran in it). */
-class PlanRead extends Error {
-  constructor(readonly rows: number) {
-    super("rolled back");
-  }
+  return rolledBack(t.db, async (tx) => {
+    const before = await deliveriesRead(tx);
+    await tx.query(claim.text, claim.values);
+    return (await deliveriesRead(tx)) - before;
+  });
 }
 
 describe("request deadlines without an AbortSignal per request (issue 22: about 10 µs of CPU each)", () => {

@@ -41,17 +41,11 @@ export async function migrate(db: Db, options: { until?: string } = {}): Promise
     // Schemas are independent, so the lock is per schema (tests migrate many side by side).
     await tx.query("SET LOCAL lock_timeout = '300s'");
     await tx.query("SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))", [MIGRATION_LOCK_KEY]);
-    const migrations = await applyMigrations(tx, options.until);
+    const { applied: migrations, newer } = await applyMigrations(tx, options.until);
     // A newer release migrated this database (instances of two releases side by side during an
     // upgrade): this release's function files are older than what is applied, and applying them
     // would put back what the newer one changed or removed (a trigger dropped by its migration,
     // re-created here, would write its events beside what replaced it). They are left alone.
-    const known = new Set(sqlFiles(MIGRATIONS_DIR));
-    const newer = (
-      await tx.query<{ version: string }>("SELECT version FROM schema_migrations ORDER BY version")
-    )
-      .map((r) => r.version)
-      .filter((v) => !known.has(v));
     // A schema stopped at an earlier migration (a test building yesterday's database) has no
     // functions: today's may name columns it does not have yet.
     const functions = options.until === undefined && newer.length === 0 ? await applyFunctions(tx) : [];
@@ -59,7 +53,11 @@ export async function migrate(db: Db, options: { until?: string } = {}): Promise
   });
 }
 
-async function applyMigrations(tx: Queryable, until?: string): Promise<string[]> {
+/** Applies the pending migrations; `newer` lists those the database has and this release lacks. */
+async function applyMigrations(
+  tx: Queryable,
+  until?: string,
+): Promise<{ applied: string[]; newer: string[] }> {
   await tx.query(
     `CREATE TABLE IF NOT EXISTS schema_migrations (
        version text PRIMARY KEY,
@@ -68,15 +66,18 @@ async function applyMigrations(tx: Queryable, until?: string): Promise<string[]>
   const done = new Set(
     (await tx.query<{ version: string }>("SELECT version FROM schema_migrations")).map((r) => r.version),
   );
+  const files = sqlFiles(MIGRATIONS_DIR);
+  const known = new Set(files);
+  const newer = [...done].filter((v) => !known.has(v)).sort();
   const applied: string[] = [];
-  for (const file of sqlFiles(MIGRATIONS_DIR)) {
+  for (const file of files) {
     if (until !== undefined && file > until) break;
     if (done.has(file)) continue;
     await run(tx, readFileSync(MIGRATIONS_DIR + file, "utf8"));
     await tx.query("INSERT INTO schema_migrations (version) VALUES ($1)", [file]);
     applied.push(file);
   }
-  return applied;
+  return { applied, newer };
 }
 
 async function applyFunctions(tx: Queryable): Promise<string[]> {

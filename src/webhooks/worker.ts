@@ -167,6 +167,9 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
     }
     return total;
   };
+  const relayFailed = (err: unknown): void => {
+    log?.warn({ err: (err as Error).message }, "sponsored events relay failed");
+  };
   const relayNow = (): void => {
     relayTimer = null;
     if (loop === null) return;
@@ -176,7 +179,7 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
       .then((passed) => {
         if (passed > 0) pool.nudge();
       })
-      .catch((err: unknown) => log?.warn({ err: (err as Error).message }, "sponsored events relay failed"))
+      .catch(relayFailed)
       .finally(() => {
         relaying = null;
         if (relayAgain) {
@@ -203,9 +206,7 @@ export function webhookWorker(db: Db, options: WorkerOptions): WebhookWorker {
       // and each refills its slot when it ends.
       const tick = async () => {
         // A relay that fails (logged) leaves the deliveries already written to go out all the same.
-        await relayPass().catch((err: unknown) =>
-          log?.warn({ err: (err as Error).message }, "sponsored events relay failed"),
-        );
+        await relayPass().catch(relayFailed);
         await pool.fill();
       };
       loop = pollLoop(tick, {

@@ -68,3 +68,22 @@ export async function deliveriesRead(tx: Queryable): Promise<number> {
   );
   return row!.n;
 }
+
+/**
+ * Runs `body` in a transaction of `db` that is then rolled back, and answers what it returned: a
+ * statement measured (deliveriesRead) without leaving its effects behind.
+ */
+export async function rolledBack<T>(db: Db, body: (tx: Queryable) => Promise<T>): Promise<T> {
+  let out: { value: T } | null = null;
+  await db
+    .transaction(async (tx) => {
+      out = { value: await body(tx) };
+      throw ROLL_BACK;
+    })
+    .catch((err: unknown) => {
+      if (err !== ROLL_BACK) throw err;
+    });
+  return out!.value;
+}
+
+const ROLL_BACK = new Error("rolled back on purpose");
