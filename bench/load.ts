@@ -16,6 +16,11 @@ export interface LoadSpec {
   getPaths?: string[];
   connections: number;
   durationSec: number;
+  /**
+   * Requests per second offered in all, spread over the connections (autocannon's overallRate);
+   * absent: each connection sends its next request as soon as the last one is answered.
+   */
+  rate?: number;
 }
 
 export interface LoadResult {
@@ -51,7 +56,14 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const started = process.hrtime.bigint();
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon(
-      { url: spec.url, connections: spec.connections, duration: spec.durationSec, requests, timeout: 10 },
+      {
+        url: spec.url,
+        connections: spec.connections,
+        duration: spec.durationSec,
+        requests,
+        timeout: 10,
+        ...(spec.rate ? { overallRate: spec.rate } : {}),
+      },
       (err, res) => (err ? reject(err) : resolve(res)),
     );
     instance.on("response", (_client, statusCode, _bytes, responseTimeMs) => {
