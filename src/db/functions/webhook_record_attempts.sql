@@ -1,7 +1,7 @@
 -- Records webhook attempts and moves their deliveries on, in one statement (src/webhooks/deliveries.ts,
 -- recordAttempts, says what each column means). A delivery moves only while its claim_seq is still
--- the claim's (migration 051) and it is pending; every attempt is logged either way. Answers, for
--- each item in order, whether its delivery moved.
+-- the claim's (migration 051) and it is pending; every attempt is logged either way, unless its
+-- delivery is gone (migration 057). Answers, for each item in order, whether its delivery moved.
 --
 -- A function for its plan, as webhook_claim.sql explains: planned at every call as a statement
 -- from the service (14 µs of PostgreSQL per authorization under `npm run bench` with events). As a
@@ -35,6 +35,9 @@ BEGIN
    logged AS (
      INSERT INTO webhook_attempts (delivery_id, attempt, started_at, latency_ms, status_code, error, next_attempt_at)
      SELECT i.id, i.attempt, i.started_at, i.latency_ms, i.status_code, i.error, m.next_at
-       FROM input i LEFT JOIN moved_rows m ON m.id = i.id ORDER BY i.ord)
+       FROM input i LEFT JOIN moved_rows m ON m.id = i.id
+       -- A delivery deleted since its claim (its endpoint was) has no log to add to (migration 057).
+       WHERE EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = i.id)
+       ORDER BY i.ord)
   SELECT m.id IS NOT NULL FROM input i LEFT JOIN moved_rows m ON m.id = i.id ORDER BY i.ord;
 END $$;
