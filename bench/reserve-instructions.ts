@@ -28,6 +28,11 @@ import { freePort } from "../test/support/ports.ts";
  * It needs valgrind and PostgreSQL's server binaries (Debian: valgrind, postgresql); it prints
  * instructions, not seconds: at this machine's speed, about 150,000 instructions take 50-60 µs.
  *
+ * The same way, it prices a subscribed project's events: 25 sponsorship.sponsored events written in
+ * one statement (emit_events, as the relay writes them) with their deliveries to the project's one
+ * endpoint, and then the first attempt of each recorded as the worker records it
+ * (webhook_record_attempts): instructions per event for the writing, and for the recording.
+ *
  * To compare two trees, run it in each (bench:ab's clone, say). Knobs: BENCH_INSTR_BATCHES
  * ("1,25"), BENCH_INSTR_PREFILL (50000), BENCH_KEEP (keep the directory).
  */
@@ -35,6 +40,7 @@ import { freePort } from "../test/support/ports.ts";
 const batches = (process.env.BENCH_INSTR_BATCHES ?? "1,25").split(",").map(Number);
 const prefill = Number(process.env.BENCH_INSTR_PREFILL ?? 50_000);
 const PROJECT = "instr-project";
+const EVENTS = 25;
 const DATABASE = "instr";
 
 const bin = serverBinaries();
@@ -58,6 +64,14 @@ try {
     const perCall = (many - few) / 8;
     console.log(`| ${batch} | ${fmt(perCall)} | ${fmt(perCall / batch)} |`);
   }
+  const written = (count2(eventStatements(12, false)) - count2(eventStatements(4, false))) / (8 * EVENTS);
+  const recorded =
+    (count2(eventStatements(12, true)) - count2(eventStatements(4, true))) / (8 * EVENTS) - written;
+  console.log("");
+  console.log(`events, ${EVENTS} a statement to one endpoint: instructions per event`);
+  console.log("| writing the event and its delivery | recording its first attempt |");
+  console.log("|--:|--:|");
+  console.log(`| ${fmt(written)} | ${fmt(recorded)} |`);
 } finally {
   if (process.env.BENCH_KEEP) console.log(`kept ${dir}`);
   else rmSync(dir, { recursive: true, force: true });
@@ -92,11 +106,31 @@ async function seed(): Promise<void> {
         [PROJECT, probe.target, probe.selector],
       );
       await creditDeposit(db, { projectId: PROJECT, reference: "instr:tank", amountWei: 10n ** 30n });
+      await db.query(
+        `INSERT INTO webhook_endpoints (project_id, url, event_types, secret)
+         VALUES ($1, 'https://hooks.example.com/instr', '{sponsorship.sponsored}', 'v1:k:sealed:secret')`,
+        [PROJECT],
+      );
       for (let done = 0; done < prefill; done += 500) {
         const batch = Array.from({ length: Math.min(500, prefill - done) }, (_, i) =>
           mintReservation(PROJECT, 1_000n, address(`prefill:${(done + i) % 1000}`)),
         );
         await reserveMany(db, PROJECT, batch);
+      }
+      // Events already delivered, as a subscribed project that has been serving has them: their
+      // deliveries and attempts, so that the events' indexes are as deep as the sponsorships'.
+      for (let done = 0; done < prefill; done += 1000) {
+        await db.query(
+          `SELECT emit_events('sponsorship.sponsored', array_fill($1::text, ARRAY[1000]), array_fill($2::jsonb, ARRAY[1000]))`,
+          [PROJECT, eventPayload()],
+        );
+        await db.query(
+          `INSERT INTO webhook_attempts (delivery_id, attempt, started_at, latency_ms, status_code)
+           SELECT id, 1, now(), 3, 200 FROM webhook_deliveries WHERE status = 'pending'`,
+        );
+        await db.query(
+          "UPDATE webhook_deliveries SET status = 'succeeded', attempts = 1, completed_at = now() WHERE status = 'pending'",
+        );
       }
       await db.query("VACUUM ANALYZE");
     } finally {
@@ -109,11 +143,16 @@ async function seed(): Promise<void> {
 
 /** Instructions callgrind counts for `calls` reservations of `batch` each, on a fresh copy. */
 function count(batch: number, calls: number): number {
+  return count2(statements(batch, calls));
+}
+
+/** Instructions callgrind counts for a single-user session of `sql`, on a fresh copy of the seeded cluster. */
+function count2(sql: string): number {
   rmSync(work, { recursive: true, force: true });
   cpSync(seeded, work, { recursive: true });
   if (asRoot) run("chown", ["-R", "postgres", work]);
-  const script = join(dir, `calls-${batch}-${calls}.sql`);
-  writeFileSync(script, statements(batch, calls));
+  const script = join(dir, "session.sql");
+  writeFileSync(script, sql);
   if (asRoot) run("chown", ["postgres", script]);
   const out = asServerUser("sh", [
     "-c",
@@ -165,6 +204,50 @@ function statements(batch: number, calls: number): string {
   }
   lines.push("ROLLBACK", "");
   return lines.join("\n");
+}
+
+/**
+ * `calls` statements of EVENTS sponsorship.sponsored events each (their deliveries made by the
+ * fan-out), each followed, with `record`, by the record of a successful first attempt of every one
+ * of those deliveries.
+ */
+function eventStatements(calls: number, record: boolean): string {
+  const payload = eventPayload();
+  const projects = `ARRAY[${Array(EVENTS).fill(`'${PROJECT}'`).join(",")}]`;
+  const payloads = `ARRAY[${Array(EVENTS).fill(`'${payload}'::jsonb`).join(",")}]`;
+  const fill = (v: string) => `array_fill(${v}, ARRAY[${EVENTS}])`;
+  const lines = ["BEGIN"];
+  for (let c = 0; c < calls; c++) {
+    lines.push(`SELECT emit_events('sponsorship.sponsored', ${projects}, ${payloads})`);
+    if (record) {
+      lines.push(
+        `SELECT count(*) FROM webhook_record_attempts(ARRAY(SELECT id FROM webhook_deliveries WHERE status = 'pending' ORDER BY id LIMIT ${EVENTS}), ` +
+          `${fill("1")}, ${fill("'succeeded'::text")}, ${fill("200")}, ${fill("NULL::text")}, ${fill("NULL::bigint")}, ` +
+          `${fill("now()")}, ${fill("3")}, ${fill("0")})`,
+      );
+    }
+  }
+  lines.push("ROLLBACK", "");
+  return lines.join("\n");
+}
+
+/** A sponsorship.sponsored payload as the relay writes one (the same for every event here). */
+function eventPayload(): string {
+  const call = mintReservation(PROJECT, 1n);
+  return JSON.stringify({
+    authorizationId: `0x${"ab".repeat(32)}`,
+    chainId: 14601,
+    mode: "call",
+    sender: address("sender:0"),
+    target: call.target,
+    selector: call.selector,
+    calls: [{ target: call.target, selector: call.selector }],
+    maxTotalGas: "150000",
+    maxGasCost: "375000000000000",
+    validAfter: 1_799_999_940,
+    validUntil: 1_800_000_300,
+    sponsoredAt: "2027-01-15T08:00:00.000Z",
+  });
 }
 
 function address(seed: string): string {
