@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { migrate } from "../src/db/migrate.ts";
 import { openPostgres } from "../src/db/postgres.ts";
 import { creditDeposit, reserveMany } from "../src/ledger/ledger.ts";
-import { mintReservation } from "../test/support/money.ts";
+import { MONEY_SELECTOR, MONEY_TARGET, mintReservation } from "../test/support/money.ts";
 import { freePort } from "../test/support/ports.ts";
 
 /**
@@ -100,10 +100,9 @@ async function seed(): Promise<void> {
          VALUES ($1, $2, 'gss_live_inst', 1000000, '{sponsor}')`,
         [PROJECT, "0".repeat(64)],
       );
-      const probe = mintReservation(PROJECT, 1n);
       await db.query(
         "INSERT INTO allowlist_entries (project_id, target_contract, function_selector) VALUES ($1, $2, $3)",
-        [PROJECT, probe.target, probe.selector],
+        [PROJECT, MONEY_TARGET, MONEY_SELECTOR],
       );
       await creditDeposit(db, { projectId: PROJECT, reference: "instr:tank", amountWei: 10n ** 30n });
       await db.query(
@@ -112,9 +111,13 @@ async function seed(): Promise<void> {
         [PROJECT],
       );
       for (let done = 0; done < prefill; done += 500) {
-        const batch = Array.from({ length: Math.min(500, prefill - done) }, (_, i) =>
-          mintReservation(PROJECT, 1_000n, address(`prefill:${(done + i) % 1000}`)),
-        );
+        // Fixed ids as well as senders: the indexes are laid out the same on every run.
+        const batch = Array.from({ length: Math.min(500, prefill - done) }, (_, i) => ({
+          ...mintReservation(PROJECT, 1_000n, address(`prefill:${(done + i) % 1000}`)),
+          authId: `0x${createHash("sha256")
+            .update(`prefill:${done + i}`)
+            .digest("hex")}`,
+        }));
         await reserveMany(db, PROJECT, batch);
       }
       // Events already delivered, as a subscribed project that has been serving has them: their
@@ -183,8 +186,8 @@ function statements(batch: number, calls: number): string {
         key_id: 1,
         chain_id: 14601,
         sender: address(`sender:${k % 1000}`),
-        target: mintReservation(PROJECT, 1n).target,
-        selector: mintReservation(PROJECT, 1n).selector,
+        target: MONEY_TARGET,
+        selector: MONEY_SELECTOR,
         gas: "150000",
         cost: "375000000000000",
         max_fee: "2500000000",
@@ -233,7 +236,7 @@ function eventStatements(calls: number, record: boolean): string {
 
 /** A sponsorship.sponsored payload as the relay writes one (the same for every event here). */
 function eventPayload(): string {
-  const call = mintReservation(PROJECT, 1n);
+  const call = { target: MONEY_TARGET, selector: MONEY_SELECTOR };
   return JSON.stringify({
     authorizationId: `0x${"ab".repeat(32)}`,
     chainId: 14601,
