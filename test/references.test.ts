@@ -12,21 +12,14 @@ import { migrate } from "../src/db/migrate.ts";
 import { reserveMany } from "../src/ledger/ledger.ts";
 import { fundedProject, openTestDb, startTestApp, type TestApp } from "./support/app.ts";
 import { MONEY_SELECTOR, MONEY_TARGET, mintReservation } from "./support/money.ts";
-
-const FOREIGN_KEY_VIOLATION = (err: { code?: string }) => err.code === "23503";
+import { keyIdOf } from "./support/redis-load.ts";
+import { foreignKeysOf, isForeignKeyViolation } from "./support/references.ts";
 
 let t: TestApp;
 before(async () => {
   t = await startTestApp();
 });
 after(() => t.close());
-
-async function keyOf(db: Queryable, projectId: string): Promise<number> {
-  const [row] = await db.query<{ id: number }>("SELECT id::int AS id FROM api_keys WHERE project_id = $1", [
-    projectId,
-  ]);
-  return row!.id;
-}
 
 /** Scans of `table`, sequential and through any of its indexes, so far in the current transaction. */
 async function scansOf(tx: Queryable, table: string): Promise<number> {
@@ -64,7 +57,7 @@ async function sponsorshipCount(projectIds: string[]): Promise<number> {
 describe("the references of sponsorships and ledger entries (migration 056)", () => {
   it("checks a batch of 25 authorizations' key with one lookup, not one per row", async () => {
     const p = await fundedProject(t, { target: MONEY_TARGET, selector: MONEY_SELECTOR }, 10n ** 18n);
-    const keyId = await keyOf(t.db, p.projectId);
+    const keyId = await keyIdOf(t.db, p.projectId);
     const batch = Array.from({ length: 25 }, () => ({
       ...mintReservation(p.projectId, 1000n),
       apiKeyId: keyId,
@@ -88,20 +81,20 @@ describe("the references of sponsorships and ledger entries (migration 056)", ()
   it("refuses a statement with a row of a missing project, or with a key of another project, whole", async () => {
     const a = await fundedProject(t, { target: MONEY_TARGET, selector: MONEY_SELECTOR }, 0n);
     const b = await fundedProject(t, { target: MONEY_TARGET, selector: MONEY_SELECTOR }, 0n);
-    const keyA = await keyOf(t.db, a.projectId);
-    const keyB = await keyOf(t.db, b.projectId);
+    const keyA = await keyIdOf(t.db, a.projectId);
+    const keyB = await keyIdOf(t.db, b.projectId);
     const missing = `p-${randomBytes(4).toString("hex")}`;
     await assert.rejects(
       insertSponsorships(t.db, [sponsorshipRow(a.projectId, keyA), sponsorshipRow(missing, null)]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     await assert.rejects(
       insertSponsorships(t.db, [sponsorshipRow(a.projectId, keyA), sponsorshipRow(a.projectId, keyB)]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     await assert.rejects(
       insertSponsorships(t.db, [sponsorshipRow(a.projectId, 987_654_321)]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     assert.equal(await sponsorshipCount([a.projectId, b.projectId, missing]), 0);
     // Rows that name their own project and key, or no key, are written.
@@ -115,7 +108,7 @@ describe("the references of sponsorships and ledger entries (migration 056)", ()
       t.db.query("SELECT ledger_move($1, 14601, 'deposit', ARRAY[5]::numeric[], ARRAY['test:missing'])", [
         missing,
       ]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     const [row] = await t.db.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM ledger_entries WHERE project_id = $1",
@@ -127,17 +120,17 @@ describe("the references of sponsorships and ledger entries (migration 056)", ()
   it("never deletes a project or an API key, nor changes their ids or a sponsorship's owner", async () => {
     const p = await fundedProject(t, { target: MONEY_TARGET, selector: MONEY_SELECTOR }, 10n ** 18n);
     const other = await fundedProject(t, { target: MONEY_TARGET, selector: MONEY_SELECTOR }, 0n);
-    const keyId = await keyOf(t.db, p.projectId);
+    const keyId = await keyIdOf(t.db, p.projectId);
     const r = { ...mintReservation(p.projectId, 1000n), apiKeyId: keyId };
     assert.deepEqual(await reserveMany(t.db, p.projectId, [r]), [{ kind: "reserved" }]);
-    await assert.rejects(t.db.query("DELETE FROM api_keys WHERE id = $1", [keyId]), FOREIGN_KEY_VIOLATION);
+    await assert.rejects(t.db.query("DELETE FROM api_keys WHERE id = $1", [keyId]), isForeignKeyViolation);
     await assert.rejects(
       t.db.query("DELETE FROM projects WHERE id = $1", [p.projectId]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     await assert.rejects(
       t.db.query("UPDATE projects SET id = $2 WHERE id = $1", [p.projectId, `${p.projectId}-x`]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     const auth = r.authId.slice(2);
     await assert.rejects(
@@ -145,11 +138,11 @@ describe("the references of sponsorships and ledger entries (migration 056)", ()
         auth,
         other.projectId,
       ]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     await assert.rejects(
       t.db.query("UPDATE sponsorships SET api_key_id = NULL WHERE auth_id = decode($1, 'hex')", [auth]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     // Settlement's updates are untouched: the sponsorship's status and costs change.
     await t.db.query(
@@ -188,13 +181,7 @@ describe("migration 056 on a database that had the foreign keys", () => {
        VALUES ('prj_old', '${"a".repeat(64)}', 'gss_live_aaaa', 600, '{sponsor}') RETURNING id::int AS id`,
     );
     await insertSponsorships(db, [sponsorshipRow("prj_old", key!.id)]);
-    const keys = async () =>
-      (
-        await db.query<{ conname: string }>(
-          `SELECT conname FROM pg_constraint
-           WHERE contype = 'f' AND conrelid IN ('sponsorships'::regclass, 'ledger_entries'::regclass) ORDER BY conname`,
-        )
-      ).map((r) => r.conname);
+    const keys = () => foreignKeysOf(db, ["sponsorships", "ledger_entries"]);
     assert.deepEqual(await keys(), [
       "ledger_entries_project_id_fkey",
       "sponsorships_api_key_id_fkey",
@@ -207,8 +194,8 @@ describe("migration 056 on a database that had the foreign keys", () => {
     assert.equal(kept!.n, 1, "the rows written before the upgrade stay");
     await assert.rejects(
       insertSponsorships(db, [sponsorshipRow("prj_missing", null)]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
-    await assert.rejects(db.query("DELETE FROM projects WHERE id = 'prj_old'"), FOREIGN_KEY_VIOLATION);
+    await assert.rejects(db.query("DELETE FROM projects WHERE id = 'prj_old'"), isForeignKeyViolation);
   });
 });

@@ -11,8 +11,7 @@ import type { Db, Queryable } from "../src/db/db.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { forgetFinishedDeliveries } from "../src/retention/webhooks.ts";
 import { openTestDb, seedProject, startTestApp, type TestApp } from "./support/app.ts";
-
-const FOREIGN_KEY_VIOLATION = (err: { code?: string }) => err.code === "23503";
+import { foreignKeysOf, isForeignKeyViolation } from "./support/references.ts";
 
 let t: TestApp;
 before(async () => {
@@ -91,14 +90,14 @@ describe("the references of webhook deliveries and attempts (migration 057)", ()
         987_654_321,
         event!.id,
       ]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     await assert.rejects(
       t.db.query("INSERT INTO webhook_deliveries (endpoint_id, event_id) VALUES ($1, $2)", [
         endpoint,
         987_654_321,
       ]),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     await assert.rejects(
       t.db.query(
@@ -106,7 +105,7 @@ describe("the references of webhook deliveries and attempts (migration 057)", ()
          SELECT x, 1, now(), 1 FROM unnest($1::bigint[]) x`,
         [[987_654_321]],
       ),
-      FOREIGN_KEY_VIOLATION,
+      isForeignKeyViolation,
     );
     assert.deepEqual(await orphans(t.db), { deliveries: 0, attempts: 0 });
   });
@@ -204,14 +203,7 @@ describe("migration 057 on a database that had the foreign keys", () => {
   });
 
   it("drops the three keys and keeps the rows, their checks and their cascades", async () => {
-    const keys = async () =>
-      (
-        await db.query<{ conname: string }>(
-          `SELECT conname FROM pg_constraint
-           WHERE contype = 'f' AND conrelid IN ('webhook_deliveries'::regclass, 'webhook_attempts'::regclass)
-           ORDER BY conname`,
-        )
-      ).map((r) => r.conname);
+    const keys = () => foreignKeysOf(db, ["webhook_deliveries", "webhook_attempts"]);
     assert.deepEqual(await keys(), [
       "webhook_attempts_delivery_id_fkey",
       "webhook_deliveries_endpoint_id_fkey",
